@@ -1,0 +1,27 @@
+"""`revati` command line: one subcommand per module in revati.cli, each with register()."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module defines register(subparsers) and sets a `func(args) -> int` default.
+SUBCOMMANDS = ["run", "timekeeper"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="revati", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"revati.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

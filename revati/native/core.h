@@ -1,0 +1,67 @@
+/* Time-warp core: the part of the preloaded shim that every intercepted library uses.
+ *
+ * Virtual time = real time + one global offset that only grows. The offset lives in a
+ * shared-memory segment created by the Timekeeper, so every emulated process reads the
+ * same clock without a round trip. A thread that blocks tells the core (rv_block_*), and
+ * the Timekeeper jumps the offset to the earliest deadline once every emulated thread is
+ * blocked and nothing is in flight (see DESIGN.md 1.1 and timewarp/README in the package).
+ *
+ * This header is the contract for the device shim (CUDA driver, NVML, NCCL, cuBLAS):
+ * a host synchronisation is `rv_sleep_until(completion_ns, "cuStreamSynchronize")`.
+ */
+#ifndef REVATI_CORE_H
+#define REVATI_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#define RV_EXPORT __attribute__((visibility("default")))
+
+/* ---- clocks ---------------------------------------------------------------------- */
+
+/* Real (host) time of a clock, bypassing the shim. */
+int64_t rv_real_ns(clockid_t clk);
+/* Virtual time of a clock (real + offset for the warped clocks, real for CPU clocks). */
+RV_EXPORT int64_t rv_virtual_ns(clockid_t clk);
+/* Virtual CLOCK_MONOTONIC in ns: the time base of GPU timelines. */
+RV_EXPORT int64_t rv_now_ns(void);
+/* Current warp offset in ns (0 when not attached to a Timekeeper). */
+RV_EXPORT int64_t rv_offset_ns(void);
+/* True when this process is attached to a Timekeeper (time is being warped). */
+RV_EXPORT bool rv_attached(void);
+
+/* ---- waits ----------------------------------------------------------------------- */
+
+/* Block the calling thread until virtual CLOCK_MONOTONIC reaches deadline_ns. This is a
+ * time-warp wait: the Timekeeper may jump straight to deadline_ns once every other
+ * emulated thread is blocked. `call` names the waiting API for deadlock reports.
+ * Returns immediately if the deadline has passed. */
+RV_EXPORT void rv_sleep_until(int64_t deadline_ns, const char *call);
+
+/* Bracket a blocking call made by the shim itself (wrap_* in timeshim.c use these).
+ * deadline_ns is virtual CLOCK_MONOTONIC, or RV_NO_DEADLINE for an untimed wait. */
+#define RV_NO_DEADLINE INT64_MAX
+struct rv_wait;
+RV_EXPORT struct rv_wait *rv_block_begin(int64_t deadline_ns, const char *call);
+RV_EXPORT void rv_block_end(struct rv_wait *w);
+/* True once a jump has made this wait's deadline due (the waiter then returns). */
+RV_EXPORT bool rv_wait_due(const struct rv_wait *w);
+
+/* ---- logging and tracing --------------------------------------------------------- */
+
+enum rv_level { RV_ERROR = 0, RV_WARN = 1, RV_INFO = 2, RV_DEBUG = 3 };
+RV_EXPORT void rv_log(enum rv_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Log `name` once per process at WARN level: for entry points that are not implemented. */
+RV_EXPORT void rv_log_once(const char *what, const char *name);
+
+/* Append one Chrome "complete" event (ph X) to this process's trace, when tracing is on.
+ * track: a thread/track name ("stream 0x7f.. dev0"); times in virtual ns; args_json is
+ * a JSON object text or NULL. Cheap no-op when tracing is off. */
+RV_EXPORT void rv_trace_complete(const char *track, const char *name, int64_t start_ns,
+                                 int64_t dur_ns, const char *args_json);
+RV_EXPORT bool rv_tracing(void);
+
+#endif

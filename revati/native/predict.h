@@ -1,0 +1,62 @@
+/* Duration predictor as the device shim calls it (DESIGN.md 1.3).
+ *
+ * The device shim fills one rv_launch per kernel, copy, memset or collective it queues
+ * and asks for its duration on the emulated GPU. The features are exactly what the
+ * profiler records on a real GPU (revati/predict/features.py mirrors this struct), so a
+ * model trained on real profiles sees the same inputs at emulation time.
+ *
+ * Prediction is cached per distinct feature vector and never counts in virtual time.
+ */
+#ifndef REVATI_PREDICT_H
+#define REVATI_PREDICT_H
+
+#include <stdint.h>
+
+enum rv_op {
+    RV_OP_KERNEL = 0,   /* a kernel launch (cuLaunchKernel*, graph kernel node) */
+    RV_OP_GEMM = 1,     /* a kernel launched inside a cuBLAS/cuBLASLt call: m,n,k known */
+    RV_OP_MEMCPY = 2,   /* bytes + copy_kind */
+    RV_OP_MEMSET = 3,   /* bytes */
+    RV_OP_COLLECTIVE = 4 /* NCCL: coll, bytes, nranks */
+};
+
+enum rv_dtype { RV_DT_NONE = 0, RV_DT_F32, RV_DT_F16, RV_DT_BF16, RV_DT_FP8_E4M3,
+                RV_DT_FP8_E5M2, RV_DT_I8, RV_DT_I32, RV_DT_F64 };
+
+enum rv_copy_kind { RV_COPY_H2D = 1, RV_COPY_D2H = 2, RV_COPY_D2D = 3, RV_COPY_H2H = 4,
+                    RV_COPY_P2P = 5 };
+
+enum rv_coll { RV_COLL_ALLREDUCE = 1, RV_COLL_ALLGATHER, RV_COLL_REDUCESCATTER,
+               RV_COLL_BROADCAST, RV_COLL_REDUCE, RV_COLL_ALLTOALL, RV_COLL_SEND,
+               RV_COLL_RECV };
+
+struct rv_launch {
+    int op;                 /* enum rv_op */
+    int device;             /* emulated device ordinal */
+    const char *kernel;     /* mangled kernel name, or NULL for copies/collectives */
+    uint32_t grid[3], block[3];
+    uint32_t shared_bytes;  /* dynamic shared memory */
+    /* RV_OP_GEMM */
+    int64_t m, n, k, batch;
+    int dtype_a, dtype_b, dtype_c; /* enum rv_dtype */
+    int trans_a, trans_b;
+    /* RV_OP_MEMCPY / MEMSET / COLLECTIVE */
+    int64_t bytes;
+    int copy_kind;          /* enum rv_copy_kind */
+    int coll;               /* enum rv_coll */
+    int nranks;
+};
+
+/* Source of a prediction, for the coverage report. */
+enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };
+
+/* Predicted duration in ns on the emulated GPU (the hardware spec of this run).
+ * *source (may be NULL) says where it came from. Thread-safe. */
+__attribute__((visibility("default")))
+int64_t rv_predict_ns(const struct rv_launch *l, int *source);
+
+/* Predicted GPU time so far, per source, in ns (for predictor_coverage). */
+__attribute__((visibility("default")))
+void rv_predict_totals(int64_t out_ns[3]);
+
+#endif
