@@ -1,0 +1,507 @@
+/* Duration predictor for the device shim (predict.h; DESIGN.md 1.3, docs/predictor.md).
+ *
+ * Three sources, in this order:
+ *   fixed     REVATI_PREDICT_FIXED_NS=<ns>: every op takes exactly that (tests, debugging).
+ *   model     a LightGBM model per kernel family, trained on a real-GPU profile by
+ *             `revati predictor train`; evaluated through LightGBM's own C API
+ *             (lib_lightgbm.so from the lightgbm Python package, path in REVATI_LIGHTGBM_LIB,
+ *             dlopen'ed lazily so a run without models never needs it). The models predict
+ *             log(measured / roofline), so they correct the roofline rather than replace it,
+ *             which keeps extrapolation outside the profiled range sane.
+ *   roofline  from the hardware spec (REVATI_HW_SPEC, "key value" lines) for everything no
+ *             model covers; its share of GPU time is reported (rv_predict_totals).
+ *
+ * The feature vectors and the roofline are computed only here: the Python trainer calls
+ * rv_features() and rv_roofline_ns() through ctypes, so training and emulation cannot
+ * drift apart. Self-contained on purpose (no core.c): the device shim links it, tests load
+ * it with ctypes.
+ */
+#include "predict.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static void die(const char *what)
+{
+    fprintf(stderr, "revati predict: %s\n", what);
+    abort();
+}
+
+/* ---------------------------------------------------------------- hardware spec */
+
+/* Order of the spec vector shared with Python (rv_spec_key). */
+enum { SP_SM_COUNT, SP_MEMORY_BYTES, SP_FP32, SP_TF32, SP_FP16, SP_BF16, SP_FP8, SP_HBM,
+       SP_NVLINK, SP_PCIE, SP_LAUNCH_NS, SP_N };
+
+static const char *const spec_keys[SP_N] = {
+    "sm_count", "memory_bytes", "peak_flops.fp32", "peak_flops.tf32", "peak_flops.fp16",
+    "peak_flops.bf16", "peak_flops.fp8", "hbm_bytes_per_s", "nvlink_bytes_per_s",
+    "pcie_bytes_per_s", "launch_overhead_ns"};
+
+EXPORT const char *rv_spec_key(int i) { return i >= 0 && i < SP_N ? spec_keys[i] : NULL; }
+EXPORT int rv_spec_len(void) { return SP_N; }
+
+/* ---------------------------------------------------------------- roofline */
+
+static double peak_flops(const double *spec, int dtype)
+{
+    switch (dtype) {
+    case RV_DT_F16: return spec[SP_FP16];
+    case RV_DT_BF16: return spec[SP_BF16];
+    case RV_DT_FP8_E4M3: case RV_DT_FP8_E5M2: case RV_DT_I8: return spec[SP_FP8];
+    default: return spec[SP_FP32]; /* f32 (cuBLAS default is no TF32), f64, unknown */
+    }
+}
+
+static double dtype_bytes(int dtype)
+{
+    switch (dtype) {
+    case RV_DT_F16: case RV_DT_BF16: return 2;
+    case RV_DT_FP8_E4M3: case RV_DT_FP8_E5M2: case RV_DT_I8: return 1;
+    case RV_DT_F64: return 8;
+    default: return 4;
+    }
+}
+
+/* Bytes on the wire per rank for a ring/tree collective over `bytes` of payload
+ * (bytes = the largest buffer of the op: the all-reduced buffer, the gathered output,
+ * the scattered input). */
+static double coll_wire_bytes(int coll, double bytes, int n)
+{
+    double f = (double)(n - 1) / n;
+    switch (coll) {
+    case RV_COLL_ALLREDUCE: return 2.0 * f * bytes;
+    case RV_COLL_ALLGATHER: case RV_COLL_REDUCESCATTER: case RV_COLL_ALLTOALL: return f * bytes;
+    default: return bytes; /* broadcast, reduce, send, recv */
+    }
+}
+
+/* Seconds of pure work (no launch overhead) by the roofline. */
+static double roofline_s(const struct rv_launch *l, const double *spec)
+{
+    switch (l->op) {
+    case RV_OP_GEMM: {
+        double b = l->batch > 0 ? (double)l->batch : 1.0;
+        double m = (double)l->m, n = (double)l->n, k = (double)l->k;
+        double flops = 2.0 * m * n * k * b;
+        double bytes = b * (m * k * dtype_bytes(l->dtype_a) + k * n * dtype_bytes(l->dtype_b) +
+                            m * n * dtype_bytes(l->dtype_c));
+        double tc = flops / peak_flops(spec, l->dtype_a), tm = bytes / spec[SP_HBM];
+        return tc > tm ? tc : tm;
+    }
+    case RV_OP_MEMCPY:
+        switch (l->copy_kind) {
+        case RV_COPY_D2D: return 2.0 * (double)l->bytes / spec[SP_HBM]; /* read + write */
+        case RV_COPY_P2P: return (double)l->bytes / spec[SP_NVLINK];
+        default: return (double)l->bytes / spec[SP_PCIE]; /* H2D, D2H, pageable H2H staging */
+        }
+    case RV_OP_MEMSET: return (double)l->bytes / spec[SP_HBM];
+    case RV_OP_COLLECTIVE:
+        if (l->nranks <= 1) return 0;
+        return coll_wire_bytes(l->coll, (double)l->bytes, l->nranks) / spec[SP_NVLINK];
+    default: {
+        /* A kernel nobody profiled: all we know is its launch shape. Assume each thread
+         * streams 16 bytes (one 128-bit load or store), the common case for the
+         * memory-bound element-wise and normalisation kernels that dominate the long tail. */
+        double threads = (double)l->grid[0] * l->grid[1] * l->grid[2] *
+                         (double)l->block[0] * l->block[1] * l->block[2];
+        return threads * 16.0 / spec[SP_HBM];
+    }
+    }
+}
+
+/* Roofline duration in ns (launch overhead included) for a spec vector in rv_spec_key order. */
+EXPORT int64_t rv_roofline_ns(const struct rv_launch *l, const double *spec)
+{
+    return (int64_t)llround(roofline_s(l, spec) * 1e9 + spec[SP_LAUNCH_NS]);
+}
+
+/* ---------------------------------------------------------------- features */
+
+/* One feature vector per op class. Names are exported so the Python trainer labels its
+ * columns from here (rv_feature_name). Kernel identity (which kernel of a family) is the
+ * caller's: slot 0 of the kernel vector is the kernel's index in its family's vocabulary. */
+static const char *const gemm_names[] = {
+    "m", "n", "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b",
+    "log2_flops", "log2_bytes", "log_roofline_ns"};
+static const char *const kernel_names[] = {
+    "kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "shared_bytes", "blocks", "threads_per_block", "log2_threads", "waves", "log_roofline_ns"};
+static const char *const copy_names[] = {"copy_kind", "bytes", "log2_bytes", "log_roofline_ns"};
+static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes",
+                                         "log_roofline_ns"};
+#define NFEAT_MAX 16
+
+static int feature_count(int op, const char *const **names)
+{
+    switch (op) {
+    case RV_OP_GEMM: *names = gemm_names; return sizeof gemm_names / sizeof *gemm_names;
+    case RV_OP_KERNEL: *names = kernel_names; return sizeof kernel_names / sizeof *kernel_names;
+    case RV_OP_MEMCPY: case RV_OP_MEMSET:
+        *names = copy_names; return sizeof copy_names / sizeof *copy_names;
+    case RV_OP_COLLECTIVE: *names = coll_names; return sizeof coll_names / sizeof *coll_names;
+    default: *names = NULL; return 0;
+    }
+}
+
+EXPORT const char *rv_feature_name(int op, int i)
+{
+    const char *const *names;
+    int n = feature_count(op, &names);
+    return i >= 0 && i < n ? names[i] : NULL;
+}
+
+static double lg2(double x) { return x > 0 ? log2(x) : 0; }
+
+/* Fills out[] (at least NFEAT_MAX) and returns the count, or -1 for an unknown op. */
+EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel_id, double *out)
+{
+    double lroof = log((double)rv_roofline_ns(l, spec));
+    switch (l->op) {
+    case RV_OP_GEMM: {
+        double b = l->batch > 0 ? (double)l->batch : 1.0;
+        double m = (double)l->m, n = (double)l->n, k = (double)l->k;
+        double v[] = {m, n, k, b, l->dtype_a, l->dtype_b, l->dtype_c, l->trans_a, l->trans_b,
+                      lg2(2 * m * n * k * b),
+                      lg2(b * (m * k * dtype_bytes(l->dtype_a) + k * n * dtype_bytes(l->dtype_b) +
+                               m * n * dtype_bytes(l->dtype_c))),
+                      lroof};
+        memcpy(out, v, sizeof v);
+        return sizeof v / sizeof *v;
+    }
+    case RV_OP_KERNEL: {
+        double blocks = (double)l->grid[0] * l->grid[1] * l->grid[2];
+        double tpb = (double)l->block[0] * l->block[1] * l->block[2];
+        double v[] = {kernel_id, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                      l->block[2], l->shared_bytes, blocks, tpb, lg2(blocks * tpb),
+                      blocks / spec[SP_SM_COUNT], lroof};
+        memcpy(out, v, sizeof v);
+        return sizeof v / sizeof *v;
+    }
+    case RV_OP_MEMCPY: case RV_OP_MEMSET: {
+        double v[] = {l->op == RV_OP_MEMSET ? 0 : l->copy_kind, (double)l->bytes,
+                      lg2((double)l->bytes), lroof};
+        memcpy(out, v, sizeof v);
+        return sizeof v / sizeof *v;
+    }
+    case RV_OP_COLLECTIVE: {
+        double v[] = {l->coll, l->nranks, (double)l->bytes, lg2((double)l->bytes), lroof};
+        memcpy(out, v, sizeof v);
+        return sizeof v / sizeof *v;
+    }
+    default: return -1;
+    }
+}
+
+/* ---------------------------------------------------------------- state */
+
+static double g_spec[SP_N];
+static int64_t g_fixed_ns = -1;
+
+struct family {
+    char name[64];
+    int op;
+    int nfeat;
+    void *booster;
+};
+
+struct pattern { int family; char *needle; };
+struct vocab_entry { uint64_t hash; int family; int id; };
+
+static struct family *g_fam;
+static int g_nfam;
+static struct pattern *g_pat;
+static int g_npat;
+static struct vocab_entry *g_vocab; /* open addressing by hash of the demangled name */
+static size_t g_vocab_cap;
+
+/* LightGBM C API, resolved from REVATI_LIGHTGBM_LIB on first model load. */
+static int (*lgbm_create)(const char *, int *, void **);
+static int (*lgbm_predict)(void *, const void *, int, int, int, int, int, int, const char *,
+                           int64_t *, double *);
+static const char *(*lgbm_error)(void);
+static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
+
+static _Atomic int64_t g_totals[3];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+#define FNV0 1469598103934665603ULL
+
+static void load_spec(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "revati predict: REVATI_HW_SPEC=%s: %s\n", path, strerror(errno)); abort(); }
+    int seen[SP_N] = {0};
+    char key[128], val[256];
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%127s %255s", key, val) != 2 || key[0] == '#') continue;
+        for (int i = 0; i < SP_N; i++)
+            if (!strcmp(key, spec_keys[i])) { g_spec[i] = strtod(val, NULL); seen[i] = 1; }
+    }
+    fclose(f);
+    for (int i = 0; i < SP_N; i++)
+        if (!seen[i] || (i != SP_LAUNCH_NS && g_spec[i] <= 0)) {
+            fprintf(stderr, "revati predict: %s lacks a positive '%s'\n", path, spec_keys[i]);
+            abort();
+        }
+}
+
+static void *need_sym(void *h, const char *name)
+{
+    void *s = dlsym(h, name);
+    if (!s) { fprintf(stderr, "revati predict: lightgbm lacks %s\n", name); abort(); }
+    return s;
+}
+
+static void open_lightgbm(void)
+{
+    const char *lib = getenv("REVATI_LIGHTGBM_LIB");
+    if (!lib || !*lib) die("REVATI_PREDICT_MODELS is set but REVATI_LIGHTGBM_LIB is not");
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "revati predict: dlopen %s: %s\n", lib, dlerror()); abort(); }
+    lgbm_create = need_sym(h, "LGBM_BoosterCreateFromModelfile");
+    lgbm_predict = need_sym(h, "LGBM_BoosterPredictForMatSingleRow");
+    lgbm_error = need_sym(h, "LGBM_GetLastError");
+}
+
+static int find_family(const char *name)
+{
+    for (int i = 0; i < g_nfam; i++)
+        if (!strcmp(g_fam[i].name, name)) return i;
+    fprintf(stderr, "revati predict: index names unknown family '%s'\n", name);
+    abort();
+}
+
+static void vocab_put(uint64_t hash, int family, int id)
+{
+    size_t i = hash & (g_vocab_cap - 1);
+    while (g_vocab[i].family >= 0) i = (i + 1) & (g_vocab_cap - 1);
+    g_vocab[i] = (struct vocab_entry){hash, family, id};
+}
+
+/* The index written by revati.predict.train: see docs/predictor.md for its grammar. */
+static void load_index(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "revati predict: REVATI_PREDICT_MODELS=%s: %s\n", path, strerror(errno)); abort(); }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[1] = 0; else strcpy(dir, "./");
+    open_lightgbm();
+    size_t nkern = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    /* Two passes: families first (patterns and kernels refer to them), then the rest. */
+    for (int pass = 0; pass < 2; pass++) {
+        rewind(f);
+        if (pass == 1) {
+            g_vocab_cap = 64;
+            while (g_vocab_cap < 2 * nkern + 2) g_vocab_cap *= 2;
+            g_vocab = malloc(g_vocab_cap * sizeof *g_vocab);
+            for (size_t i = 0; i < g_vocab_cap; i++) g_vocab[i].family = -1;
+        }
+        while ((len = getline(&line, &cap, f)) > 0) {
+            if (line[len - 1] == '\n') line[--len] = 0;
+            char kind[16], fam[64], file[1024];
+            int op, nfeat, id, off = 0;
+            if (pass == 0 && sscanf(line, "model %63s %d %d %1023s", fam, &op, &nfeat, file) == 4) {
+                if (nfeat > NFEAT_MAX) die("index: model with too many features");
+                g_fam = realloc(g_fam, (g_nfam + 1) * sizeof *g_fam);
+                struct family *fm = &g_fam[g_nfam++];
+                snprintf(fm->name, sizeof fm->name, "%s", fam);
+                fm->op = op;
+                fm->nfeat = nfeat;
+                char full[8192];
+                snprintf(full, sizeof full, "%s%s", dir, file);
+                int iters;
+                if (lgbm_create(full, &iters, &fm->booster) != 0) {
+                    fprintf(stderr, "revati predict: load %s: %s\n", full, lgbm_error());
+                    abort();
+                }
+            } else if (pass == 0 && sscanf(line, "%15s", kind) == 1 && !strcmp(kind, "kernel")) {
+                nkern++;
+            } else if (pass == 1 && sscanf(line, "pattern %63s %n", fam, &off) == 1 && off) {
+                g_pat = realloc(g_pat, (g_npat + 1) * sizeof *g_pat);
+                g_pat[g_npat++] = (struct pattern){find_family(fam), strdup(line + off)};
+            } else if (pass == 1 && sscanf(line, "kernel %63s %d %n", fam, &id, &off) == 2 && off) {
+                vocab_put(fnv1a(line + off, strlen(line + off), FNV0), find_family(fam), id);
+            }
+        }
+    }
+    free(line);
+    fclose(f);
+    if (g_nfam == 0) die("index lists no model");
+}
+
+static void init(void)
+{
+    const char *fixed = getenv("REVATI_PREDICT_FIXED_NS");
+    if (fixed && *fixed) {
+        char *end;
+        g_fixed_ns = strtoll(fixed, &end, 10);
+        if (*end || g_fixed_ns < 0) die("REVATI_PREDICT_FIXED_NS is not a non-negative integer");
+        return;
+    }
+    const char *spec = getenv("REVATI_HW_SPEC");
+    if (!spec || !*spec) die("REVATI_HW_SPEC is not set (and no REVATI_PREDICT_FIXED_NS)");
+    load_spec(spec);
+    cxa_demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!cxa_demangle) {
+        void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+        if (h) cxa_demangle = dlsym(h, "__cxa_demangle");
+    }
+    const char *idx = getenv("REVATI_PREDICT_MODELS");
+    if (idx && *idx) load_index(idx);
+}
+
+/* ---------------------------------------------------------------- cache */
+
+/* Everything a prediction depends on, with the kernel name reduced to a hash. */
+struct key {
+    int op;
+    uint32_t grid[3], block[3], shared_bytes;
+    int64_t m, n, k, batch, bytes;
+    int dtype_a, dtype_b, dtype_c, trans_a, trans_b, copy_kind, coll, nranks;
+    uint64_t name_hash;
+};
+struct slot { struct key key; int64_t ns; int source; int used; };
+
+static struct slot *g_cache;
+static size_t g_cache_cap, g_cache_len;
+
+static struct slot *cache_find(const struct key *k, uint64_t h)
+{
+    if (!g_cache) return NULL;
+    size_t i = h & (g_cache_cap - 1);
+    while (g_cache[i].used) {
+        if (!memcmp(&g_cache[i].key, k, sizeof *k)) return &g_cache[i];
+        i = (i + 1) & (g_cache_cap - 1);
+    }
+    return &g_cache[i];
+}
+
+static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source)
+{
+    if (2 * (g_cache_len + 1) > g_cache_cap) {
+        struct slot *old = g_cache;
+        size_t oldcap = g_cache_cap;
+        g_cache_cap = oldcap ? 2 * oldcap : 4096;
+        g_cache = calloc(g_cache_cap, sizeof *g_cache);
+        if (!g_cache) die("out of memory for the prediction cache");
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].used) {
+                uint64_t oh = fnv1a(&old[i].key, sizeof old[i].key, FNV0);
+                *cache_find(&old[i].key, oh) = old[i];
+            }
+        free(old);
+    }
+    struct slot *s = cache_find(k, h);
+    *s = (struct slot){*k, ns, source, 1};
+    g_cache_len++;
+}
+
+/* ---------------------------------------------------------------- prediction */
+
+/* Family and kernel id of a kernel by its demangled name; -1 family when none matches. */
+static int classify(const char *name, int *kernel_id)
+{
+    char *dem = NULL;
+    int status = -1;
+    if (cxa_demangle && name[0] == '_' && name[1] == 'Z') dem = cxa_demangle(name, NULL, NULL, &status);
+    const char *n = status == 0 && dem ? dem : name;
+    int fam = -1;
+    *kernel_id = -1;
+    uint64_t h = fnv1a(n, strlen(n), FNV0);
+    for (size_t i = h & (g_vocab_cap - 1); g_vocab && g_vocab[i].family >= 0; i = (i + 1) & (g_vocab_cap - 1))
+        if (g_vocab[i].hash == h) { fam = g_vocab[i].family; *kernel_id = g_vocab[i].id; break; }
+    for (int i = 0; fam < 0 && i < g_npat; i++)
+        if (strstr(n, g_pat[i].needle)) fam = g_pat[i].family;
+    free(dem);
+    return fam;
+}
+
+static int64_t predict_uncached(const struct rv_launch *l, int *source)
+{
+    int fam = -1, kid = -1;
+    if (l->op == RV_OP_KERNEL) {
+        if (l->kernel) fam = classify(l->kernel, &kid);
+    } else {
+        for (int i = 0; i < g_nfam && fam < 0; i++)
+            if (g_fam[i].op == l->op) fam = i;
+    }
+    int64_t roof = rv_roofline_ns(l, g_spec);
+    if (fam < 0 || g_fam[fam].op != l->op) { *source = RV_SRC_ROOFLINE; return roof; }
+    double x[NFEAT_MAX];
+    int n = rv_features(l, g_spec, kid, x);
+    if (l->op == RV_OP_KERNEL && kid < 0) x[0] = NAN; /* unseen kernel of a known family */
+    if (n != g_fam[fam].nfeat) die("model feature count differs from this build's features");
+    int64_t outlen = 0;
+    double y = 0;
+    if (lgbm_predict(g_fam[fam].booster, x, 1 /*float64*/, n, 1, 0 /*normal*/, 0, -1,
+                     "num_threads=1", &outlen, &y) != 0 || outlen != 1) {
+        fprintf(stderr, "revati predict: model %s: %s\n", g_fam[fam].name, lgbm_error());
+        abort();
+    }
+    *source = RV_SRC_MODEL;
+    return (int64_t)llround((double)roof * exp(y));
+}
+
+EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
+{
+    pthread_once(&g_once, init);
+    int src;
+    int64_t ns;
+    if (g_fixed_ns >= 0) {
+        src = RV_SRC_FIXED;
+        ns = g_fixed_ns;
+    } else {
+        struct key k;
+        memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
+        k.op = l->op;
+        memcpy(k.grid, l->grid, sizeof k.grid);
+        memcpy(k.block, l->block, sizeof k.block);
+        k.shared_bytes = l->shared_bytes;
+        k.m = l->m; k.n = l->n; k.k = l->k; k.batch = l->batch; k.bytes = l->bytes;
+        k.dtype_a = l->dtype_a; k.dtype_b = l->dtype_b; k.dtype_c = l->dtype_c;
+        k.trans_a = l->trans_a; k.trans_b = l->trans_b;
+        k.copy_kind = l->copy_kind; k.coll = l->coll; k.nranks = l->nranks;
+        k.name_hash = l->kernel ? fnv1a(l->kernel, strlen(l->kernel), FNV0) : 0;
+        uint64_t h = fnv1a(&k, sizeof k, FNV0);
+        pthread_mutex_lock(&g_lock);
+        struct slot *s = cache_find(&k, h);
+        if (s && s->used) {
+            ns = s->ns;
+            src = s->source;
+        } else {
+            ns = predict_uncached(l, &src);
+            cache_put(&k, h, ns, src);
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    atomic_fetch_add(&g_totals[src], ns);
+    if (source) *source = src;
+    return ns;
+}
+
+EXPORT void rv_predict_totals(int64_t out_ns[3])
+{
+    for (int i = 0; i < 3; i++) out_ns[i] = atomic_load(&g_totals[i]);
+}
