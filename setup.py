@@ -38,7 +38,7 @@ def native_lib(name: str, sources: list[str], libs: list[str], extra_link: list[
 
 setup(
     ext_modules=[
-        native_lib("librevati_time", ["core.c", "timeshim.c"], ["dl", "pthread", "rt"]),
+        native_lib("librevati_time", ["core.c", "timeshim.c", "timekeeper.c"], ["dl", "pthread", "rt"]),
         native_lib("librevati_predict", ["predict.c"], ["dl", "pthread", "m"]),
     ],
     cmdclass={"build_ext": BuildNative},

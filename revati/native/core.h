@@ -22,7 +22,7 @@
 /* ---- clocks ---------------------------------------------------------------------- */
 
 /* Real (host) time of a clock, bypassing the shim. */
-int64_t rv_real_ns(clockid_t clk);
+RV_EXPORT int64_t rv_real_ns(clockid_t clk);
 /* Virtual time of a clock (real + offset for the warped clocks, real for CPU clocks). */
 RV_EXPORT int64_t rv_virtual_ns(clockid_t clk);
 /* Virtual CLOCK_MONOTONIC in ns: the time base of GPU timelines. */

@@ -1,0 +1,39 @@
+"""`revati run`: run any command in virtual time (and, with --hardware, on emulated GPUs)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from revati.timewarp.runner import EXIT_DEADLOCK, RunOptions, run
+
+LEVELS = ["error", "warn", "info", "debug"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run a command in virtual time",
+        description="Run CMD with the time-warp shim preloaded into it and every descendant. "
+        f"Exits with CMD's exit code; {EXIT_DEADLOCK} when the run deadlocked.")
+    p.add_argument("--trace", type=Path, help="write every jump (and GPU work) as a Chrome trace")
+    p.add_argument("--timekeeper", metavar="ADDRESS",
+                   help="share the clock of a standalone `revati timekeeper` at ADDRESS")
+    p.add_argument("--log-level", choices=LEVELS, default="warn")
+    p.add_argument("--deadlock-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="real seconds every thread may wait with no deadline before the run "
+                   "is declared deadlocked (0: never)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        print("revati run: no command given (usage: revati run [options] -- CMD ARGS...)")
+        return 2
+    logging.basicConfig(level=args.log_level.upper().replace("WARN", "WARNING"),
+                        format="revati: %(message)s")
+    opts = RunOptions(command=cmd, trace=args.trace, log_level=args.log_level,
+                      deadlock_timeout_s=args.deadlock_timeout)
+    return run(opts)

@@ -1,0 +1,536 @@
+/* Time-warp core: attaching to the Timekeeper's shared memory, the virtual clock, the
+ * thread/process registry and the blocking protocol. See shm.h for the accounting model. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core_int.h"
+
+#define RV_REAL(ret, name, ...) rv_##name##_fn rv_real_##name;
+#include "real_fns.h"
+#undef RV_REAL
+
+struct rv_shm *rv_shm;
+int rv_proc_idx = -1;
+_Thread_local volatile sig_atomic_t rv_tl_woken;
+
+static _Thread_local struct rv_thread *tl_slot;
+static _Thread_local struct rv_wait tl_wait;
+static int log_level = RV_WARN;
+static pid_t my_pid;
+static int wake_sig;
+static FILE *trace_file;
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t thread_key;
+
+void *rv_resolve(const char *name) {
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p) {
+        fprintf(stderr, "[revati] fatal: cannot resolve libc symbol %s\n", name);
+        abort();
+    }
+    return p;
+}
+
+/* ---- logging ------------------------------------------------------------------- */
+
+void rv_log(enum rv_level lvl, const char *fmt, ...) {
+    if ((int)lvl > log_level) return;
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "[revati %s pid=%d tid=%ld] ", names[lvl], (int)getpid(),
+                     (long)syscall(SYS_gettid));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(buf);
+    if (len < sizeof buf - 1) buf[len++] = '\n';
+    /* the real write: logging must not count as an emulated write */
+    REAL(write)(2, buf, len);
+}
+
+void rv_log_once(const char *what, const char *name) {
+    /* A small open-addressed set of names already logged; lossy on overflow (logs again). */
+    static const char *seen[512];
+    unsigned h = 5381;
+    for (const char *c = name; *c; c++) h = h * 33 + (unsigned char)*c;
+    for (unsigned i = 0; i < 512; i++) {
+        const char **s = &seen[(h + i) % 512];
+        const char *cur = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+        if (cur == NULL) {
+            if (__atomic_compare_exchange_n(s, &cur, name, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                break;
+        }
+        if (cur == name || strcmp(cur, name) == 0) return;
+    }
+    rv_log(RV_WARN, "%s: %s", what, name);
+}
+
+/* ---- clocks -------------------------------------------------------------------- */
+
+int64_t rv_ts_to_ns(const struct timespec *ts) {
+    return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+struct timespec rv_ns_to_ts(int64_t ns) {
+    if (ns < 0) ns = 0;
+    struct timespec ts = {.tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL};
+    return ts;
+}
+
+bool rv_warped_clock(clockid_t clk) {
+    switch (clk) {
+    case CLOCK_REALTIME: case CLOCK_MONOTONIC: case CLOCK_MONOTONIC_RAW:
+    case CLOCK_REALTIME_COARSE: case CLOCK_MONOTONIC_COARSE: case CLOCK_BOOTTIME:
+    case CLOCK_REALTIME_ALARM: case CLOCK_BOOTTIME_ALARM: case CLOCK_TAI:
+        return true;
+    default:
+        return false; /* CPU-time clocks keep real values */
+    }
+}
+
+int64_t rv_real_ns(clockid_t clk) {
+    struct timespec ts;
+    REAL(clock_gettime)(clk, &ts);
+    return rv_ts_to_ns(&ts);
+}
+
+int64_t rv_offset_ns(void) {
+    return rv_shm ? atomic_load_explicit(&rv_shm->offset, memory_order_acquire) : 0;
+}
+
+int64_t rv_virtual_ns(clockid_t clk) {
+    int64_t t = rv_real_ns(clk);
+    return rv_warped_clock(clk) ? t + rv_offset_ns() : t;
+}
+
+int64_t rv_now_ns(void) { return rv_virtual_ns(CLOCK_MONOTONIC); }
+
+bool rv_attached(void) { return rv_shm != NULL; }
+
+int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs) {
+    int64_t a = rv_ts_to_ns(abs);
+    if (clk == CLOCK_MONOTONIC) return a;
+    /* same offset on every warped clock: the distance to the deadline is clock-independent */
+    return rv_now_ns() + (a - rv_virtual_ns(clk));
+}
+
+int64_t rv_real_mono_for(int64_t vdeadline) {
+    if (vdeadline == RV_NO_DEADLINE) return RV_NO_DEADLINE;
+    return vdeadline - rv_offset_ns();
+}
+
+/* ---- futex helpers ------------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+static void kick_timekeeper(void) {
+    atomic_fetch_add(&rv_shm->tk_futex, 1);
+    futex(&rv_shm->tk_futex, FUTEX_WAKE, 1, NULL);
+}
+
+/* ---- registry ------------------------------------------------------------------ */
+
+static struct rv_proc *my_proc(void) { return &rv_shm->procs[rv_proc_idx]; }
+
+static void bump_hwm(_Atomic int32_t *hwm, int32_t idx) {
+    int32_t cur = atomic_load(hwm);
+    while (cur <= idx && !atomic_compare_exchange_weak(hwm, &cur, idx + 1)) {
+    }
+}
+
+static int claim_proc(int32_t state, int32_t pid, int32_t owner, int32_t running) {
+    for (int i = 0; i < RV_MAX_PROCS; i++) {
+        struct rv_proc *p = &rv_shm->procs[i];
+        int32_t expect = RV_P_FREE;
+        if (atomic_load(&p->state) != RV_P_FREE) continue;
+        /* claim with a transient state so the Timekeeper never sees half-filled slots */
+        if (!atomic_compare_exchange_strong(&p->state, &expect, RV_P_PENDING)) continue;
+        atomic_store(&p->pid, pid);
+        atomic_store(&p->owner, owner);
+        atomic_store(&p->running, running);
+        atomic_store(&p->stamp_real, rv_real_ns(CLOCK_MONOTONIC));
+        p->cmd[0] = 0;
+        bump_hwm(&rv_shm->proc_hwm, i);
+        atomic_store(&p->state, state);
+        return i;
+    }
+    rv_log(RV_ERROR, "too many emulated processes (max %d)", RV_MAX_PROCS);
+    return -1;
+}
+
+static void read_cmdline(char *out, size_t len) {
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    out[0] = 0;
+    if (fd < 0) return;
+    ssize_t n = REAL(read)(fd, out, len - 1);
+    close(fd);
+    if (n <= 0) return;
+    for (ssize_t i = 0; i < n - 1; i++)
+        if (out[i] == 0) out[i] = ' ';
+    out[n] = 0;
+}
+
+static void thread_exit(void *slot);
+
+/* Register the calling thread; `counted` says whether its proc's `running` already
+ * includes it (a creator counts a new thread before it exists, see pthread_create). */
+static struct rv_thread *register_thread(bool counted) {
+    for (int i = 0; i < RV_MAX_THREADS; i++) {
+        struct rv_thread *t = &rv_shm->threads[i];
+        int32_t expect = RV_T_FREE;
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) != RV_T_FREE) continue;
+        if (!atomic_compare_exchange_strong(&t->state, &expect, RV_T_RUNNING)) continue;
+        t->tid = (int32_t)syscall(SYS_gettid);
+        t->proc = rv_proc_idx;
+        atomic_store(&t->deadline, RV_NO_DEADLINE);
+        atomic_store(&t->pid, my_pid);
+        strcpy(t->call, "-");
+        bump_hwm(&rv_shm->thread_hwm, i);
+        if (!counted) atomic_fetch_add(&my_proc()->running, 1);
+        tl_slot = t;
+        pthread_setspecific(thread_key, t);
+        return t;
+    }
+    rv_log(RV_ERROR, "too many emulated threads (max %d)", RV_MAX_THREADS);
+    return NULL;
+}
+
+void rv_thread_started(void) {
+    if (rv_shm && rv_proc_idx >= 0) register_thread(true); /* its creator counted it */
+}
+
+static void release_thread(struct rv_thread *t) {
+    int32_t s = atomic_exchange(&t->state, RV_T_FREE);
+    atomic_store(&t->pid, 0);
+    if (s == RV_T_RUNNING || s == RV_T_WAKING) {
+        if (atomic_fetch_sub(&my_proc()->running, 1) == 1) kick_timekeeper();
+    }
+}
+
+static void thread_exit(void *slot) {
+    if (rv_shm && slot && tl_slot == slot) {
+        release_thread(slot);
+        tl_slot = NULL;
+    }
+}
+
+/* The slot of the calling thread, registering it on first use (threads made before the
+ * shim initialised, or by raw clone, register lazily and count as running from then). */
+static struct rv_thread *self_slot(void) {
+    if (tl_slot) return tl_slot;
+    if (!rv_shm || rv_proc_idx < 0) return NULL;
+    return register_thread(false);
+}
+
+/* ---- blocking protocol ---------------------------------------------------------- */
+
+struct rv_wait *rv_block_begin_kind(int64_t deadline, const char *call, int kind) {
+    struct rv_thread *t = self_slot();
+    if (!t) return NULL;
+    struct rv_wait *w = &tl_wait;
+    if (w->depth++ > 0) return w; /* nested (a signal handler blocking inside a wait) */
+    w->t = t;
+    w->deadline = deadline;
+    atomic_store(&t->deadline, deadline);
+    atomic_store(&t->kind, kind);
+    atomic_fetch_add(&t->gen, 1);
+    atomic_store(&t->since_real, rv_real_ns(CLOCK_MONOTONIC));
+    strncpy(t->call, call, RV_CALL_LEN - 1);
+    rv_tl_woken = 0;
+    atomic_store_explicit(&t->state, RV_T_BLOCKED, memory_order_release);
+    atomic_fetch_add(&rv_shm->activity, 1);
+    if (atomic_load(&rv_shm->pollers) > 0) {
+        atomic_fetch_add(&rv_shm->poll_futex, 1);
+        futex(&rv_shm->poll_futex, FUTEX_WAKE, INT32_MAX, NULL);
+    }
+    if (atomic_fetch_sub(&my_proc()->running, 1) == 1) kick_timekeeper();
+    return w;
+}
+
+struct rv_wait *rv_block_begin(int64_t deadline, const char *call) {
+    return rv_block_begin_kind(deadline, call, RV_WAKE_SLICE);
+}
+
+void rv_block_end(struct rv_wait *w) {
+    if (!w || --w->depth > 0) return;
+    struct rv_thread *t = w->t;
+    int32_t expect = RV_T_BLOCKED;
+    /* If the Timekeeper woke us it moved BLOCKED->WAKING and counted us already. */
+    if (atomic_compare_exchange_strong(&t->state, &expect, RV_T_RUNNING))
+        atomic_fetch_add(&my_proc()->running, 1);
+    else
+        atomic_store(&t->state, RV_T_RUNNING);
+    atomic_store(&t->deadline, RV_NO_DEADLINE);
+}
+
+bool rv_wait_due(const struct rv_wait *w) {
+    return w && w->deadline != RV_NO_DEADLINE && rv_now_ns() >= w->deadline;
+}
+
+int rv_futex_sleep(struct rv_wait *w, int64_t vdeadline) {
+    struct rv_thread *t = w->t;
+    for (;;) {
+        uint32_t seen = atomic_load(&t->wake);
+        int64_t left = vdeadline - rv_now_ns();
+        if (left <= 0) return 0;
+        struct timespec ts = rv_ns_to_ts(left);
+        long r = futex(&t->wake, FUTEX_WAIT, seen, vdeadline == RV_NO_DEADLINE ? NULL : &ts);
+        if (r < 0 && errno == EINTR) return EINTR;
+    }
+}
+
+void rv_sleep_until(int64_t deadline, const char *call) {
+    if (rv_now_ns() >= deadline) return;
+    struct rv_wait *w = rv_block_begin_kind(deadline, call, RV_WAKE_FUTEX);
+    if (!w) { /* not attached: a real sleep on the real clock */
+        struct timespec ts = rv_ns_to_ts(deadline);
+        while (REAL(clock_nanosleep)(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+        return;
+    }
+    while (rv_futex_sleep(w, deadline) == EINTR) {
+    }
+    rv_block_end(w);
+}
+
+void rv_note_write(void) {
+    if (!rv_shm) return;
+    atomic_store_explicit(&rv_shm->last_write_real, rv_real_ns(CLOCK_MONOTONIC),
+                          memory_order_relaxed);
+    atomic_fetch_add_explicit(&rv_shm->activity, 1, memory_order_release);
+}
+
+/* ---- idle pollers --------------------------------------------------------------- */
+
+/* A thread that spins (sched_yield, zero-timeout waits) never blocks. It counts as idle
+ * once it has spun RV_POLL_CONFIRM times with no activity anywhere in between: it has then
+ * looked at the world since the last thing that could have changed it. An idle poller
+ * sleeps (counted as blocked, no deadline) until the next activity or jump, or at most
+ * RV_POLL_NAP_NS of real time, so it never freezes the clock and never lets it run past
+ * work it would have picked up. */
+#define RV_POLL_CONFIRM 3
+#define RV_POLL_NAP_NS 200000
+static _Thread_local uint64_t tl_poll_activity;
+static _Thread_local int tl_poll_quiet;
+
+bool rv_poll_idle(void) {
+    if (!rv_shm) return false;
+    uint64_t a = atomic_load(&rv_shm->activity);
+    uint32_t jumps = atomic_load(&rv_shm->jumps);
+    if (a + jumps != tl_poll_activity) {
+        tl_poll_activity = a + jumps;
+        tl_poll_quiet = 0;
+        return false;
+    }
+    if (++tl_poll_quiet < RV_POLL_CONFIRM) return false;
+    uint32_t seen = atomic_load(&rv_shm->poll_futex);
+    atomic_fetch_add(&rv_shm->pollers, 1);
+    struct rv_wait *w = rv_block_begin_kind(RV_NO_DEADLINE, "idle-poll", RV_WAKE_FUTEX);
+    /* our own block bumped activity; remember that so the next spin stays quiet */
+    tl_poll_activity = atomic_load(&rv_shm->activity) + atomic_load(&rv_shm->jumps);
+    struct timespec nap = rv_ns_to_ts(RV_POLL_NAP_NS);
+    futex(&rv_shm->poll_futex, FUTEX_WAIT, seen, &nap);
+    atomic_fetch_sub(&rv_shm->pollers, 1);
+    rv_block_end(w);
+    uint64_t now = atomic_load(&rv_shm->activity) + atomic_load(&rv_shm->jumps);
+    if (now != tl_poll_activity) tl_poll_quiet = 0;
+    tl_poll_activity = now;
+    return true;
+}
+
+void rv_poll_busy(void) { tl_poll_quiet = 0; }
+
+/* ---- signals ----------------------------------------------------------------------- */
+
+static void on_wake_signal(int sig) { rv_tl_woken = 1; }
+
+int rv_wake_signal(void) { return wake_sig; }
+
+void rv_wait_sigmask(const sigset_t *base, sigset_t *out) {
+    if (base)
+        *out = *base;
+    else
+        REAL(pthread_sigmask)(SIG_BLOCK, NULL, out);
+    if (wake_sig) sigdelset(out, wake_sig);
+}
+
+/* ---- process lifecycle ---------------------------------------------------------------- */
+
+int rv_reserve_child(void) {
+    if (!rv_shm) return -1;
+    return claim_proc(RV_P_PENDING, 0, my_pid, 1);
+}
+
+void rv_child_started(int idx, pid_t pid) {
+    if (idx < 0) return;
+    int32_t zero = 0;
+    atomic_compare_exchange_strong(&rv_shm->procs[idx].pid, &zero, pid);
+}
+
+void rv_child_failed(int idx) {
+    if (idx < 0) return;
+    atomic_store(&rv_shm->procs[idx].running, 0);
+    atomic_store(&rv_shm->procs[idx].state, RV_P_FREE);
+}
+
+void rv_after_fork_in_child(int idx) {
+    my_pid = getpid();
+    tl_slot = NULL;
+    tl_wait.depth = 0;
+    if (idx < 0) return;
+    rv_proc_idx = idx;
+    struct rv_proc *p = my_proc();
+    atomic_store(&p->pid, my_pid);
+    atomic_store(&p->stamp_real, rv_real_ns(CLOCK_MONOTONIC));
+    atomic_store(&p->state, RV_P_LIVE);
+    register_thread(true); /* the parent counted us in `running` when it reserved the slot */
+}
+
+void rv_exec_begin(void) {
+    if (!rv_shm || rv_proc_idx < 0) return;
+    atomic_store(&my_proc()->stamp_real, rv_real_ns(CLOCK_MONOTONIC));
+    atomic_store(&my_proc()->state, RV_P_EXEC);
+}
+
+void rv_exec_failed(void) {
+    if (rv_shm && rv_proc_idx >= 0) atomic_store(&my_proc()->state, RV_P_LIVE);
+}
+
+/* On start: a process made by exec keeps its slot; a child reserved by its parent
+ * (posix_spawn, or revati run itself) adopts that reservation; anything else (a process
+ * whose parent is not emulated) takes a new slot. */
+static int adopt_proc_slot(void) {
+    pid_t ppid = getppid();
+    int32_t hwm = atomic_load(&rv_shm->proc_hwm);
+    for (int i = 0; i < hwm; i++) { /* exec of an emulated process */
+        struct rv_proc *p = &rv_shm->procs[i];
+        int32_t s = atomic_load(&p->state);
+        if ((s == RV_P_EXEC || s == RV_P_LIVE) && atomic_load(&p->pid) == my_pid) {
+            /* the old image's threads are gone; only this one runs */
+            for (int j = 0; j < atomic_load(&rv_shm->thread_hwm); j++) {
+                struct rv_thread *t = &rv_shm->threads[j];
+                if (atomic_load(&t->pid) == my_pid) {
+                    atomic_store(&t->pid, 0);
+                    atomic_store(&t->state, RV_T_FREE);
+                }
+            }
+            atomic_store(&p->running, 1);
+            atomic_store(&p->state, RV_P_LIVE);
+            return i;
+        }
+    }
+    for (int i = 0; i < hwm; i++) { /* reserved by our parent */
+        struct rv_proc *p = &rv_shm->procs[i];
+        int32_t pid = atomic_load(&p->pid);
+        if (atomic_load(&p->state) == RV_P_PENDING && atomic_load(&p->owner) == ppid &&
+            (pid == 0 || pid == my_pid) &&
+            atomic_compare_exchange_strong(&p->pid, &pid, my_pid)) {
+            atomic_store(&p->state, RV_P_LIVE);
+            return i;
+        }
+    }
+    return claim_proc(RV_P_LIVE, my_pid, ppid, 0);
+}
+
+/* ---- tracing ------------------------------------------------------------------------- */
+
+bool rv_tracing(void) { return trace_file != NULL; }
+
+void rv_trace_complete(const char *track, const char *name, int64_t start_ns, int64_t dur_ns,
+                       const char *args_json) {
+    if (!trace_file) return;
+    pthread_mutex_lock(&trace_lock);
+    fprintf(trace_file,
+            "{\"ph\":\"X\",\"pid\":%d,\"tid\":\"%s\",\"name\":\"%s\",\"ts\":%.3f,\"dur\":%.3f"
+            ",\"args\":%s}\n",
+            (int)my_pid, track, name, start_ns / 1e3, dur_ns / 1e3, args_json ? args_json : "{}");
+    pthread_mutex_unlock(&trace_lock);
+}
+
+static void open_trace(void) {
+    if (!rv_shm->trace_on) return;
+    char path[320];
+    snprintf(path, sizeof path, "%s/proc-%d.jsonl", rv_shm->trace_dir, (int)my_pid);
+    trace_file = fopen(path, "ae");
+}
+
+/* ---- init / fini ----------------------------------------------------------------------- */
+
+_Thread_local bool rv_tl_in_fork;
+
+static void at_fork_child(void) {
+    /* For forks that bypass our fork() wrapper (glibc-internal callers): such a child is
+     * not registered and runs outside the accounting until it execs. */
+    if (!rv_tl_in_fork && getpid() != my_pid) {
+        rv_shm = NULL;
+        my_pid = getpid();
+    }
+}
+
+__attribute__((constructor(101))) static void rv_init(void) {
+    my_pid = getpid();
+    const char *lvl = getenv("REVATI_LOG_LEVEL");
+    if (lvl) {
+        if (!strcmp(lvl, "error")) log_level = RV_ERROR;
+        else if (!strcmp(lvl, "info")) log_level = RV_INFO;
+        else if (!strcmp(lvl, "debug")) log_level = RV_DEBUG;
+    }
+    const char *path = getenv("REVATI_SHM");
+    if (!path || !*path) return;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        rv_log(RV_ERROR, "cannot open Timekeeper segment %s: %s (time is not warped)", path,
+               strerror(errno));
+        return;
+    }
+    void *m = mmap(NULL, sizeof(struct rv_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return;
+    struct rv_shm *s = m;
+    if (s->magic != RV_SHM_MAGIC || s->version != RV_SHM_VERSION) {
+        rv_log(RV_ERROR, "Timekeeper segment %s has the wrong version", path);
+        munmap(m, sizeof *s);
+        return;
+    }
+    pthread_key_create(&thread_key, thread_exit);
+    pthread_atfork(NULL, NULL, at_fork_child);
+    wake_sig = s->wake_signal;
+    struct sigaction sa = {.sa_handler = on_wake_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(wake_sig, &sa, NULL); /* no SA_RESTART: waits must return EINTR */
+    sigset_t blk;
+    sigemptyset(&blk);
+    sigaddset(&blk, wake_sig);
+    /* kept blocked outside waits, so that it can never interrupt anything but our waits */
+    REAL(pthread_sigmask)(SIG_BLOCK, &blk, NULL);
+    rv_shm = s;
+    rv_proc_idx = adopt_proc_slot();
+    if (rv_proc_idx < 0) {
+        rv_shm = NULL;
+        return;
+    }
+    read_cmdline(my_proc()->cmd, RV_CMD_LEN);
+    register_thread(true);
+    open_trace();
+    rv_log(RV_DEBUG, "attached to %s as proc %d", path, rv_proc_idx);
+}
+
+__attribute__((destructor)) static void rv_fini(void) {
+    if (!rv_shm || rv_proc_idx < 0 || getpid() != my_pid) return;
+    if (trace_file) fflush(trace_file);
+    /* Leave the slot to the Timekeeper's reaper (it frees it once the process is gone):
+     * output flushed after this point still counts as this process running. */
+}

@@ -1,0 +1,67 @@
+/* Internals shared by core.c (shared memory, thread registry, waits), timeshim.c (libc
+ * wrappers) and timekeeper.c (the jump decision). Not part of the device-shim contract. */
+#ifndef REVATI_CORE_INT_H
+#define REVATI_CORE_INT_H
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include "core.h"
+#include "shm.h"
+
+extern struct rv_shm *rv_shm;            /* NULL when not attached */
+extern int rv_proc_idx;                  /* this process's slot in rv_shm->procs */
+extern _Thread_local volatile sig_atomic_t rv_tl_woken; /* set by the wake-signal handler */
+
+/* Thread-local state of the wait in progress (waits do not nest; see rv_block_begin). */
+struct rv_wait {
+    struct rv_thread *t;
+    int64_t deadline;
+    int depth;
+};
+
+/* Real libc entry points, resolved with dlsym(RTLD_NEXT) on first use. */
+void *rv_resolve(const char *name);
+#define RV_REAL(ret, name, ...)                                                          \
+    typedef ret (*rv_##name##_fn)(__VA_ARGS__);                                          \
+    extern rv_##name##_fn rv_real_##name;                                                \
+    static inline rv_##name##_fn rv_get_##name(void) {                                   \
+        if (!rv_real_##name) rv_real_##name = (rv_##name##_fn)rv_resolve(#name);        \
+        return rv_real_##name;                                                           \
+    }
+#include "real_fns.h"
+#undef RV_REAL
+#define REAL(name) (rv_get_##name())
+
+bool rv_warped_clock(clockid_t clk);
+int64_t rv_ts_to_ns(const struct timespec *ts);
+struct timespec rv_ns_to_ts(int64_t ns);
+/* Virtual CLOCK_MONOTONIC deadline for an absolute time `abs` on clock `clk` (virtual). */
+int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs);
+/* Real CLOCK_MONOTONIC time at which the virtual monotonic deadline falls, if no jump. */
+int64_t rv_real_mono_for(int64_t vdeadline);
+
+/* Waits with an explicit wake kind (enum rv_wake_kind). */
+struct rv_wait *rv_block_begin_kind(int64_t deadline_ns, const char *call, int kind);
+/* Sleep on the slot futex until woken or until real_deadline (real CLOCK_MONOTONIC ns).
+ * Returns 0, or EINTR when an application signal handler ran. */
+int rv_futex_sleep(struct rv_wait *w, int64_t vdeadline);
+void rv_note_write(void);
+/* Signal mask to use inside a wait so that the wake signal can interrupt it. */
+void rv_wait_sigmask(const sigset_t *base, sigset_t *out);
+int rv_wake_signal(void);
+
+/* Process lifecycle (fork/spawn/exec) */
+int rv_reserve_child(void);                 /* -1 when not attached */
+void rv_child_started(int idx, pid_t pid);  /* in the parent, after fork/spawn */
+void rv_child_failed(int idx);
+extern _Thread_local bool rv_tl_in_fork; /* inside our fork() wrapper */
+void rv_after_fork_in_child(int idx);
+void rv_thread_started(void);             /* first thing a new thread runs */
+void rv_exec_begin(void);
+void rv_exec_failed(void);
+/* Idle-poller accounting for spinning threads (sched_yield, zero timeouts). */
+bool rv_poll_idle(void);
+void rv_poll_busy(void);
+
+#endif

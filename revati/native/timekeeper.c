@@ -1,0 +1,364 @@
+/* The Timekeeper's decision loop (runs in the `revati run` / `revati timekeeper` process,
+ * called through ctypes). It owns the shared segment and is the only writer of the
+ * offset, so jumps never race each other.
+ *
+ * A jump is allowed when (1) no emulated process has a running thread, (2) no wrapped
+ * send happened in the last RV_GRACE_NS (loopback delivery can finish after send()
+ * returns), (3) no blocked thread that something other than the Timekeeper could wake is
+ * runnable in the kernel (/proc/<pid>/task/<tid>/stat state R: woken but not yet run),
+ * and (4) nothing changed while (1)-(3) were checked. It then jumps to the earliest
+ * deadline and hands the threads due there back to `running` before waking them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core_int.h"
+
+#define RV_GRACE_NS 30000LL         /* after the last send */
+#define RV_RETRY_NS 20000LL         /* a thread was runnable: look again soon */
+#define RV_REAP_NS 2000000LL        /* dead processes are noticed within this */
+#define RV_PENDING_LIMIT_NS 5000000000LL /* a child that never attaches is not emulated */
+#define RV_RESEND_NS 1000000LL      /* re-send a wake signal that may have been lost */
+
+enum tk_result { TK_STOPPED = 0, TK_DEADLOCK = 1 };
+enum step { STEP_JUMPED, STEP_BUSY, STEP_RETRY, STEP_IDLE };
+
+static struct rv_shm *S;
+static volatile int stop_flag;
+static FILE *jump_trace;
+static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers count as blocked */
+
+struct task_fd { int fd, pid, tid; };
+static struct task_fd task_fds[RV_MAX_THREADS];
+static int64_t woken_at[RV_MAX_THREADS];
+
+RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_dir) {
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    if (ftruncate(fd, sizeof(struct rv_shm)) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    void *m = mmap(NULL, sizeof(struct rv_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return -errno;
+    S = m;
+    S->version = RV_SHM_VERSION;
+    S->wake_signal = wake_signal;
+    if (trace_dir && *trace_dir) {
+        S->trace_on = 1;
+        snprintf(S->trace_dir, sizeof S->trace_dir, "%s", trace_dir);
+        char p[320];
+        snprintf(p, sizeof p, "%s/timekeeper.jsonl", trace_dir);
+        jump_trace = fopen(p, "we");
+    }
+    atomic_thread_fence(memory_order_seq_cst);
+    S->magic = RV_SHM_MAGIC; /* last: processes check it before trusting the segment */
+    for (int i = 0; i < RV_MAX_THREADS; i++) task_fds[i].fd = -1;
+    return 0;
+}
+
+/* Attach to a segment another Timekeeper created (for reports only). */
+RV_EXPORT void *rv_tk_segment(void) { return S; }
+
+RV_EXPORT void rv_tk_stop(void) {
+    stop_flag = 1;
+    if (S) {
+        atomic_fetch_add(&S->tk_futex, 1);
+        syscall(SYS_futex, &S->tk_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+}
+
+/* Reserve the slot of the top-level command before it is spawned, so that the clock
+ * cannot move between its spawn and its shim's start. */
+RV_EXPORT int rv_tk_reserve(int owner_pid) {
+    for (int i = 0; i < RV_MAX_PROCS; i++) {
+        struct rv_proc *p = &S->procs[i];
+        int32_t expect = RV_P_FREE;
+        if (!atomic_compare_exchange_strong(&p->state, &expect, RV_P_PENDING)) continue;
+        atomic_store(&p->pid, 0);
+        atomic_store(&p->owner, owner_pid);
+        atomic_store(&p->running, 1);
+        atomic_store(&p->stamp_real, rv_real_ns(CLOCK_MONOTONIC));
+        int32_t hwm = atomic_load(&S->proc_hwm);
+        if (hwm <= i) atomic_store(&S->proc_hwm, i + 1);
+        return i;
+    }
+    return -1;
+}
+
+RV_EXPORT void rv_tk_child_started(int idx, int pid) {
+    int32_t zero = 0;
+    atomic_compare_exchange_strong(&S->procs[idx].pid, &zero, pid);
+}
+
+/* Kernel scheduling state of a thread ('R', 'S', 'D', ...), 0 if it no longer exists. */
+static char task_state(int i, const struct rv_thread *t) {
+    struct task_fd *c = &task_fds[i];
+    int pid = atomic_load(&t->pid), tid = t->tid;
+    if (c->fd < 0 || c->pid != pid || c->tid != tid) {
+        if (c->fd >= 0) close(c->fd);
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+        c->fd = open(path, O_RDONLY | O_CLOEXEC);
+        c->pid = pid;
+        c->tid = tid;
+        if (c->fd < 0) return 0;
+    }
+    char buf[512];
+    ssize_t n = pread(c->fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return (p && p[1] == ' ') ? p[2] : 0;
+}
+
+static bool pid_alive(int pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+static void free_proc(int i, const char *why) {
+    struct rv_proc *p = &S->procs[i];
+    int pid = atomic_load(&p->pid);
+    if (why) rv_log(RV_WARN, "process %d (%s) %s", pid, p->cmd, why);
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    for (int j = 0; j < hwm; j++) {
+        struct rv_thread *t = &S->threads[j];
+        if (t->proc == i && atomic_load(&t->state) != RV_T_FREE && atomic_load(&t->pid) == pid) {
+            atomic_store(&t->pid, 0);
+            atomic_store(&t->state, RV_T_FREE);
+        }
+    }
+    atomic_store(&p->running, 0);
+    atomic_store(&p->state, RV_P_FREE);
+}
+
+/* Free the slots of processes that are gone, and of children that never attached. */
+static void reap(void) {
+    int64_t now = rv_real_ns(CLOCK_MONOTONIC);
+    int32_t hwm = atomic_load(&S->proc_hwm);
+    for (int i = 0; i < hwm; i++) {
+        struct rv_proc *p = &S->procs[i];
+        int32_t st = atomic_load(&p->state);
+        if (st == RV_P_FREE) continue;
+        int pid = atomic_load(&p->pid);
+        int64_t age = now - atomic_load(&p->stamp_real);
+        if (st == RV_P_PENDING) {
+            if (pid > 0 && !pid_alive(pid)) free_proc(i, NULL);
+            else if (pid == 0 && !pid_alive(atomic_load(&p->owner))) free_proc(i, NULL);
+            else if (age > RV_PENDING_LIMIT_NS)
+                free_proc(i, "never attached to the Timekeeper: it runs unemulated");
+        } else if (!pid_alive(pid)) {
+            free_proc(i, NULL);
+        } else if (st == RV_P_EXEC && age > RV_PENDING_LIMIT_NS) {
+            free_proc(i, "exec'd a program without the shim: it runs unemulated");
+        }
+    }
+    /* re-send wake signals that may have landed before their wait began */
+    int32_t th = atomic_load(&S->thread_hwm);
+    for (int j = 0; j < th; j++) {
+        struct rv_thread *t = &S->threads[j];
+        if (atomic_load(&t->state) == RV_T_WAKING && atomic_load(&t->kind) == RV_WAKE_SIGNAL &&
+            now - woken_at[j] > RV_RESEND_NS) {
+            syscall(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
+            woken_at[j] = now;
+        }
+    }
+}
+
+static bool any_running(void) {
+    int32_t hwm = atomic_load(&S->proc_hwm);
+    for (int i = 0; i < hwm; i++) {
+        struct rv_proc *p = &S->procs[i];
+        if (atomic_load(&p->state) != RV_P_FREE && atomic_load(&p->running) > 0) return true;
+    }
+    return false;
+}
+
+/* Threads counted as running that the kernel has asleep (in calls the shim does not
+ * wrap) for longer than stall_ns are treated as untimed waiters. */
+static bool running_threads_all_asleep(void) {
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    for (int j = 0; j < hwm; j++) {
+        struct rv_thread *t = &S->threads[j];
+        int32_t s = atomic_load(&t->state);
+        if (s == RV_T_WAKING) return false;
+        if (s != RV_T_RUNNING) continue;
+        if (task_state(j, t) == 'R') return false; /* 0: it exited without telling us */
+    }
+    return true;
+}
+
+static void trace_jump(int64_t from, int64_t to, int woken) {
+    if (!jump_trace) return;
+    fprintf(jump_trace,
+            "{\"ph\":\"X\",\"pid\":0,\"tid\":\"jumps\",\"name\":\"jump\",\"ts\":%.3f,"
+            "\"dur\":%.3f,\"args\":{\"from_ns\":%lld,\"to_ns\":%lld,\"woken\":%d}}\n",
+            from / 1e3, (to - from) / 1e3, (long long)from, (long long)to, woken);
+}
+
+static void wake_due(int64_t now_v) {
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    int64_t real = rv_real_ns(CLOCK_MONOTONIC);
+    for (int j = 0; j < hwm; j++) {
+        struct rv_thread *t = &S->threads[j];
+        if (atomic_load(&t->state) != RV_T_BLOCKED || atomic_load(&t->deadline) > now_v) continue;
+        int32_t expect = RV_T_BLOCKED;
+        if (!atomic_compare_exchange_strong(&t->state, &expect, RV_T_WAKING)) continue;
+        atomic_fetch_add(&S->procs[t->proc].running, 1);
+        switch (atomic_load(&t->kind)) {
+        case RV_WAKE_FUTEX:
+            atomic_fetch_add(&t->wake, 1);
+            syscall(SYS_futex, &t->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+            break;
+        case RV_WAKE_SIGNAL:
+            woken_at[j] = real;
+            syscall(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
+            break;
+        default: /* RV_WAKE_SLICE: it re-checks the clock by itself */
+            break;
+        }
+    }
+}
+
+/* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
+ * waiters (the stall rule). */
+static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
+    if (!ignore_running && any_running()) return STEP_BUSY;
+    int64_t since = rv_real_ns(CLOCK_MONOTONIC) - atomic_load(&S->last_write_real);
+    if (since < RV_GRACE_NS) {
+        *retry_ns = RV_GRACE_NS - since;
+        return STEP_RETRY;
+    }
+    uint64_t act = atomic_load(&S->activity);
+    int64_t min_d = RV_NO_DEADLINE;
+    int blocked = 0;
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    for (int j = 0; j < hwm; j++) {
+        struct rv_thread *t = &S->threads[j];
+        int32_t s = atomic_load(&t->state);
+        if (s == RV_T_WAKING) return STEP_BUSY;
+        if (s != RV_T_BLOCKED) continue;
+        int64_t d = atomic_load(&t->deadline);
+        bool only_tk_wakes = atomic_load(&t->kind) == RV_WAKE_FUTEX && d != RV_NO_DEADLINE;
+        if (!only_tk_wakes && task_state(j, t) == 'R') {
+            *retry_ns = RV_RETRY_NS;
+            return STEP_RETRY;
+        }
+        blocked++;
+        if (d < min_d) min_d = d;
+    }
+    if (atomic_load(&S->activity) != act || (!ignore_running && any_running())) {
+        *retry_ns = 0;
+        return STEP_RETRY;
+    }
+    if (min_d == RV_NO_DEADLINE) return blocked ? STEP_IDLE : STEP_BUSY;
+    int64_t now_v = rv_real_ns(CLOCK_MONOTONIC) + atomic_load(&S->offset);
+    if (min_d > now_v) {
+        atomic_fetch_add(&S->offset, min_d - now_v);
+        atomic_fetch_add(&S->jumps, 1);
+        trace_jump(now_v, min_d, 0);
+        now_v = min_d;
+    }
+    wake_due(now_v);
+    return STEP_JUMPED;
+}
+
+/* Run until rv_tk_stop() (TK_STOPPED) or until every emulated thread has waited with no
+ * deadline and nothing in flight for deadlock_ns of real time (TK_DEADLOCK; 0 = never). */
+RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
+    if (stall_limit_ns > 0) stall_ns = stall_limit_ns;
+    int64_t last_reap = 0, idle_since = 0, busy_since = 0;
+    uint64_t busy_act = 0;
+    uint32_t busy_jumps = 0;
+    while (!stop_flag) {
+        uint32_t seen = atomic_load(&S->tk_futex);
+        int64_t now = rv_real_ns(CLOCK_MONOTONIC);
+        if (now - last_reap > RV_REAP_NS) {
+            reap();
+            last_reap = now;
+        }
+        int64_t retry = RV_REAP_NS;
+        enum step st = try_jump(false, &retry);
+        if (st == STEP_BUSY) {
+            /* the stall rule: nothing changed for stall_ns while only sleepers "run" */
+            uint64_t act = atomic_load(&S->activity);
+            uint32_t jumps = atomic_load(&S->jumps);
+            if (!busy_since || act != busy_act || jumps != busy_jumps) {
+                busy_since = now;
+                busy_act = act;
+                busy_jumps = jumps;
+            } else if (now - busy_since > stall_ns && running_threads_all_asleep()) {
+                st = try_jump(true, &retry);
+            }
+        } else {
+            busy_since = 0;
+        }
+        if (st == STEP_JUMPED) {
+            idle_since = 0;
+            continue;
+        }
+        if (st == STEP_IDLE) {
+            if (!idle_since) idle_since = now;
+            if (deadlock_ns > 0 && now - idle_since > deadlock_ns) return TK_DEADLOCK;
+        } else if (st != STEP_RETRY || retry > 0) {
+            idle_since = 0;
+        }
+        if (st == STEP_RETRY && retry == 0) continue;
+        struct timespec ts = rv_ns_to_ts(retry);
+        syscall(SYS_futex, &S->tk_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+    }
+    if (jump_trace) fflush(jump_trace);
+    return TK_STOPPED;
+}
+
+/* Text report of every emulated thread: one line "pid tid state deadline call cmd". */
+RV_EXPORT int rv_tk_report(char *buf, int len) {
+    int n = 0;
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    int64_t now_v = rv_real_ns(CLOCK_MONOTONIC) + atomic_load(&S->offset);
+    static const char *names[] = {"free", "running", "blocked", "waking"};
+    for (int j = 0; j < hwm && n < len - 256; j++) {
+        struct rv_thread *t = &S->threads[j];
+        int32_t s = atomic_load(&t->state);
+        if (s == RV_T_FREE) continue;
+        int64_t d = atomic_load(&t->deadline);
+        char dl[32];
+        if (d == RV_NO_DEADLINE) snprintf(dl, sizeof dl, "none");
+        else snprintf(dl, sizeof dl, "%+.6fs", (d - now_v) / 1e9);
+        n += snprintf(buf + n, len - n, "%d\t%d\t%s\t%s\t%s\t%s\n", atomic_load(&t->pid), t->tid,
+                      names[s & 3], dl, t->call, S->procs[t->proc].cmd);
+    }
+    return n;
+}
+
+RV_EXPORT int64_t rv_tk_offset(void) { return atomic_load(&S->offset); }
+RV_EXPORT uint32_t rv_tk_jumps(void) { return atomic_load(&S->jumps); }
+
+/* Pids of every live emulated process, for cleanup at the end of a run. */
+RV_EXPORT int rv_tk_pids(int *out, int max) {
+    int n = 0;
+    int32_t hwm = atomic_load(&S->proc_hwm);
+    for (int i = 0; i < hwm && n < max; i++) {
+        int pid = atomic_load(&S->procs[i].pid);
+        if (atomic_load(&S->procs[i].state) != RV_P_FREE && pid > 0) out[n++] = pid;
+    }
+    return n;
+}

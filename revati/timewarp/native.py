@@ -1,0 +1,40 @@
+"""Where the compiled shim lives, and its Timekeeper entry points through ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+
+NATIVE_DIR = Path(__file__).resolve().parent.parent / "native"
+TIME_SHIM = NATIVE_DIR / "librevati_time.so"
+
+
+class ShimNotBuilt(RuntimeError):
+    pass
+
+
+def time_shim_path() -> Path:
+    if not TIME_SHIM.exists():
+        raise ShimNotBuilt(
+            f"the native shim {TIME_SHIM} is not built; run `pip install -e .` in the repository"
+        )
+    return TIME_SHIM
+
+
+@cache
+def timekeeper_lib() -> ctypes.CDLL:
+    """The shim loaded into the Timekeeper process for its rv_tk_* functions.
+
+    Loaded RTLD_LOCAL, so its libc wrappers do not interpose on this process's own calls;
+    REVATI_SHM is unset here, so they would pass straight through anyway."""
+    lib = ctypes.CDLL(str(time_shim_path()), mode=ctypes.RTLD_LOCAL)
+    lib.rv_tk_create.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    lib.rv_tk_run.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.rv_tk_reserve.argtypes = [ctypes.c_int]
+    lib.rv_tk_child_started.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.rv_tk_report.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    lib.rv_tk_offset.restype = ctypes.c_int64
+    lib.rv_tk_jumps.restype = ctypes.c_uint32
+    lib.rv_tk_pids.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    return lib

@@ -1,0 +1,99 @@
+"""The Timekeeper of one run: owns the shared clock segment and runs the jump loop.
+
+The decision loop itself is native (revati/native/timekeeper.c): it reacts to a blocked
+thread within microseconds, which a Python loop could not. This class creates the segment,
+runs that loop on a thread (ctypes releases the GIL), and answers reports."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from revati.timewarp.native import timekeeper_lib
+
+# glibc uses SIGRTMIN..SIGRTMIN+2 itself; applications rarely touch the top of the range.
+DEFAULT_WAKE_SIGNAL = signal.SIGRTMAX - 2
+TK_DEADLOCK = 1
+
+
+@dataclass
+class ThreadReport:
+    pid: int
+    tid: int
+    state: str
+    deadline: str
+    call: str
+    cmd: str
+
+    def __str__(self) -> str:
+        return (f"pid {self.pid} tid {self.tid} [{self.cmd.strip() or '?'}]: {self.state} in "
+                f"{self.call} (deadline {self.deadline})")
+
+
+class Timekeeper:
+    """One virtual clock. Processes attach through the REVATI_SHM environment variable."""
+
+    def __init__(self, trace_dir: Path | None = None, deadlock_timeout_s: float = 30.0,
+                 stall_s: float = 0.02) -> None:
+        self.lib = timekeeper_lib()
+        shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        self.segment = shm_dir / f"revati-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        rc = self.lib.rv_tk_create(str(self.segment).encode(), int(DEFAULT_WAKE_SIGNAL),
+                                   str(trace_dir).encode() if trace_dir else b"")
+        if rc != 0:
+            raise OSError(-rc, f"cannot create the Timekeeper segment {self.segment}")
+        self.deadlock_timeout_s = deadlock_timeout_s
+        self.stall_s = stall_s
+        self.deadlocked = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="timekeeper", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        rc = self.lib.rv_tk_run(int(self.deadlock_timeout_s * 1e9), int(self.stall_s * 1e9))
+        if rc == TK_DEADLOCK:
+            self.deadlocked.set()
+
+    def stop(self) -> None:
+        self.lib.rv_tk_stop()
+        if self._thread:
+            self._thread.join(timeout=5)
+        self.segment.unlink(missing_ok=True)
+
+    def reserve(self, owner_pid: int) -> int:
+        """Count a child about to be spawned as running, so the clock waits for it."""
+        idx = self.lib.rv_tk_reserve(owner_pid)
+        if idx < 0:
+            raise RuntimeError("Timekeeper process table is full")
+        return idx
+
+    def child_started(self, idx: int, pid: int) -> None:
+        self.lib.rv_tk_child_started(idx, pid)
+
+    @property
+    def offset_ns(self) -> int:
+        return self.lib.rv_tk_offset()
+
+    @property
+    def jumps(self) -> int:
+        return self.lib.rv_tk_jumps()
+
+    def pids(self) -> list[int]:
+        buf = (ctypes.c_int * 512)()
+        n = self.lib.rv_tk_pids(buf, 512)
+        return list(buf[:n])
+
+    def threads(self) -> list[ThreadReport]:
+        buf = ctypes.create_string_buffer(1 << 20)
+        n = self.lib.rv_tk_report(buf, len(buf))
+        rows = buf.raw[:n].decode(errors="replace").splitlines()
+        return [ThreadReport(int(p), int(t), s, d, c, cmd)
+                for p, t, s, d, c, cmd in (r.split("\t", 5) for r in rows)]
