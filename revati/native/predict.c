@@ -203,7 +203,8 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
 
 /* ---------------------------------------------------------------- state */
 
-static double g_spec[SP_N];
+static double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fallback */
+static double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 static int64_t g_fixed_ns = -1;
 
 struct family {
@@ -306,6 +307,7 @@ static void load_index(const char *path)
     if (slash) slash[1] = 0; else strcpy(dir, "./");
     open_lightgbm();
     size_t nkern = 0;
+    int nspec = 0;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -322,6 +324,12 @@ static void load_index(const char *path)
             if (line[len - 1] == '\n') line[--len] = 0;
             char kind[16], fam[64], file[1024];
             int op, nfeat, id, off = 0;
+            double val;
+            if (pass == 0 && sscanf(line, "spec %63s %lf", fam, &val) == 2) {
+                for (int i = 0; i < SP_N; i++)
+                    if (!strcmp(fam, spec_keys[i])) { g_model_spec[i] = val; nspec |= 1 << i; }
+                continue;
+            }
             if (pass == 0 && sscanf(line, "model %63s %d %d %1023s", fam, &op, &nfeat, file) == 4) {
                 if (nfeat > NFEAT_MAX) die("index: model with too many features");
                 g_fam = realloc(g_fam, (g_nfam + 1) * sizeof *g_fam);
@@ -349,6 +357,7 @@ static void load_index(const char *path)
     free(line);
     fclose(f);
     if (g_nfam == 0) die("index lists no model");
+    if (nspec != (1 << SP_N) - 1) die("index lacks the spec its models were trained on");
 }
 
 static void init(void)
@@ -433,7 +442,7 @@ static int classify(const char *name, int *kernel_id)
     for (size_t i = h & (g_vocab_cap - 1); g_vocab && g_vocab[i].family >= 0; i = (i + 1) & (g_vocab_cap - 1))
         if (g_vocab[i].hash == h) { fam = g_vocab[i].family; *kernel_id = g_vocab[i].id; break; }
     for (int i = 0; fam < 0 && i < g_npat; i++)
-        if (strstr(n, g_pat[i].needle)) fam = g_pat[i].family;
+        if (strcasestr(n, g_pat[i].needle)) fam = g_pat[i].family;
     free(dem);
     return fam;
 }
@@ -447,10 +456,15 @@ static int64_t predict_uncached(const struct rv_launch *l, int *source)
         for (int i = 0; i < g_nfam && fam < 0; i++)
             if (g_fam[i].op == l->op) fam = i;
     }
-    int64_t roof = rv_roofline_ns(l, g_spec);
-    if (fam < 0 || g_fam[fam].op != l->op) { *source = RV_SRC_ROOFLINE; return roof; }
+    if (fam < 0 || g_fam[fam].op != l->op) {
+        *source = RV_SRC_ROOFLINE;
+        return rv_roofline_ns(l, g_spec);
+    }
+    /* The models learnt log(measured / roofline) on the profiled GPU: evaluate them against
+     * that GPU's spec, not this run's, so a spec edit cannot silently shift them. */
+    int64_t roof = rv_roofline_ns(l, g_model_spec);
     double x[NFEAT_MAX];
-    int n = rv_features(l, g_spec, kid, x);
+    int n = rv_features(l, g_model_spec, kid, x);
     if (l->op == RV_OP_KERNEL && kid < 0) x[0] = NAN; /* unseen kernel of a known family */
     if (n != g_fam[fam].nfeat) die("model feature count differs from this build's features");
     int64_t outlen = 0;

@@ -1,0 +1,58 @@
+"""Kernel families: which model predicts a launch.
+
+GEMMs seen at the cuBLAS/cuBLASLt API (Op.GEMM), copies and memsets are families by their op.
+Plain kernel launches are sorted into families by case-insensitive substrings of their
+demangled name, first match wins; the C predictor applies the same table, exported into the
+model index by the trainer. One model per family keeps each model's feature space coherent
+(an element-wise kernel's cost is in its grid, a GEMM's in m, n, k).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revati.predict.features import Op
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    op: Op
+    patterns: tuple[str, ...] = ()  # Op.KERNEL only; "" matches every name
+    target_mape: float = 0.10       # held-out, GPU-time weighted (issue 7)
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("gemm", Op.GEMM, target_mape=0.05),
+    Family("memcpy", Op.MEMCPY),
+    Family("memset", Op.MEMSET),
+    Family("collective", Op.COLLECTIVE),
+    # Kernel launches, in matching order.
+    Family("attention", Op.KERNEL,
+           ("flash", "fmha", "attention", "attn", "cutlassf", "mem_eff"), target_mape=0.08),
+    Family("gemm_kernel", Op.KERNEL,
+           ("gemm", "nvjet", "cutlass", "xmma", "cublas", "splitk", "gemv", "wgmma"),
+           target_mape=0.05),
+    Family("norm", Op.KERNEL, ("norm", "moments")),
+    Family("softmax_sampling", Op.KERNEL,
+           ("softmax", "topk", "sort", "radix", "scan", "multinomial", "bitonic")),
+    Family("reduce", Op.KERNEL, ("reduce",)),
+    Family("embedding", Op.KERNEL, ("embedding", "indexselect", "index_select")),
+    Family("elementwise", Op.KERNEL,
+           ("elementwise", "catarray", "fill", "copy", "vectorized", "unrolled")),
+    Family("misc", Op.KERNEL, ("",)),
+)
+BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def family_of(op: int, kernel: str | None) -> str | None:
+    """The family a launch belongs to (None: no family, the roofline predicts it)."""
+    if op != Op.KERNEL:
+        return next(f.name for f in FAMILIES if f.op == op)
+    if not kernel:
+        return None
+    low = kernel.lower()
+    for fam in FAMILIES:
+        if fam.op == Op.KERNEL and any(p in low for p in fam.patterns):
+            return fam.name
+    return None

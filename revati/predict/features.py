@@ -1,0 +1,200 @@
+"""The launch features shared by the emulator and the profiler (mirror of native/predict.h).
+
+What the device shim sees at a launch is one `struct rv_launch`; a real-GPU profile stores one
+row per launch (or per library call) with exactly those fields as columns (LAUNCH_COLUMNS). The
+numeric feature vectors the models consume are derived from a launch by the C library itself
+(`rv_features`), so training (here, through ctypes) and emulation (in the shim) use one
+implementation and cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+NATIVE_LIB = Path(__file__).resolve().parent.parent / "native" / "librevati_predict.so"
+NFEAT_MAX = 16
+
+
+class Op(enum.IntEnum):
+    KERNEL = 0
+    GEMM = 1
+    MEMCPY = 2
+    MEMSET = 3
+    COLLECTIVE = 4
+
+
+class DType(enum.IntEnum):
+    NONE = 0
+    F32 = 1
+    F16 = 2
+    BF16 = 3
+    FP8_E4M3 = 4
+    FP8_E5M2 = 5
+    I8 = 6
+    I32 = 7
+    F64 = 8
+
+
+class CopyKind(enum.IntEnum):
+    H2D = 1
+    D2H = 2
+    D2D = 3
+    H2H = 4
+    P2P = 5
+
+
+class Coll(enum.IntEnum):
+    ALLREDUCE = 1
+    ALLGATHER = 2
+    REDUCESCATTER = 3
+    BROADCAST = 4
+    REDUCE = 5
+    ALLTOALL = 6
+    SEND = 7
+    RECV = 8
+
+
+class Source(enum.IntEnum):
+    MODEL = 0
+    ROOFLINE = 1
+    FIXED = 2
+
+
+class RvLaunch(ctypes.Structure):
+    """Byte-for-byte `struct rv_launch` (predict.h)."""
+
+    _fields_ = [
+        ("op", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("kernel", ctypes.c_char_p),
+        ("grid", ctypes.c_uint32 * 3),
+        ("block", ctypes.c_uint32 * 3),
+        ("shared_bytes", ctypes.c_uint32),
+        ("m", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("batch", ctypes.c_int64),
+        ("dtype_a", ctypes.c_int),
+        ("dtype_b", ctypes.c_int),
+        ("dtype_c", ctypes.c_int),
+        ("trans_a", ctypes.c_int),
+        ("trans_b", ctypes.c_int),
+        ("bytes", ctypes.c_int64),
+        ("copy_kind", ctypes.c_int),
+        ("coll", ctypes.c_int),
+        ("nranks", ctypes.c_int),
+    ]
+
+
+# Profile table columns holding the launch, one per scalar of struct rv_launch.
+LAUNCH_COLUMNS = [
+    "op", "kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "shared_bytes", "m", "n", "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a",
+    "trans_b", "bytes", "copy_kind", "coll", "nranks",
+]
+_INT_FIELDS = ["m", "n", "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b",
+               "bytes", "copy_kind", "coll", "nranks"]
+
+
+def empty_launch_row(op: Op) -> dict[str, object]:
+    """A profile row with every launch column set to its neutral value."""
+    row: dict[str, object] = {c: 0 for c in LAUNCH_COLUMNS}
+    row.update(op=int(op), kernel="", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1,
+               block_z=1)
+    return row
+
+
+def to_launch(row: Mapping[str, object]) -> RvLaunch:
+    """The C struct for one profile row (a dict or a pandas row)."""
+    name = row.get("kernel") or None
+    launch = RvLaunch(op=int(row["op"]), device=0,
+                      kernel=name.encode() if isinstance(name, str) else None)
+    launch.grid[:] = [int(row[c]) for c in ("grid_x", "grid_y", "grid_z")]
+    launch.block[:] = [int(row[c]) for c in ("block_x", "block_y", "block_z")]
+    launch.shared_bytes = int(row["shared_bytes"])
+    for f in _INT_FIELDS:
+        setattr(launch, f, int(row[f]))
+    return launch
+
+
+@cache
+def native() -> ctypes.CDLL:
+    """librevati_predict.so (built by `pip install -e .`), with its prototypes declared."""
+    if not NATIVE_LIB.exists():
+        raise FileNotFoundError(f"{NATIVE_LIB} is missing: build it with `pip install -e .`")
+    lib = ctypes.CDLL(str(NATIVE_LIB))
+    lib.rv_spec_key.restype = ctypes.c_char_p
+    lib.rv_spec_key.argtypes = [ctypes.c_int]
+    lib.rv_spec_len.restype = ctypes.c_int
+    lib.rv_feature_name.restype = ctypes.c_char_p
+    lib.rv_feature_name.argtypes = [ctypes.c_int, ctypes.c_int]
+    dvec = ctypes.POINTER(ctypes.c_double)
+    lib.rv_roofline_ns.restype = ctypes.c_int64
+    lib.rv_roofline_ns.argtypes = [ctypes.POINTER(RvLaunch), dvec]
+    lib.rv_features.restype = ctypes.c_int
+    lib.rv_features.argtypes = [ctypes.POINTER(RvLaunch), dvec, ctypes.c_int, dvec]
+    lib.rv_predict_ns.restype = ctypes.c_int64
+    lib.rv_predict_ns.argtypes = [ctypes.POINTER(RvLaunch), ctypes.POINTER(ctypes.c_int)]
+    lib.rv_predict_totals.restype = None
+    lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
+    return lib
+
+
+def spec_keys() -> list[str]:
+    """Hardware-spec keys in the order the C library takes them as a vector."""
+    lib = native()
+    return [lib.rv_spec_key(i).decode() for i in range(lib.rv_spec_len())]
+
+
+def feature_names(op: Op) -> list[str]:
+    lib = native()
+    names = []
+    while (name := lib.rv_feature_name(int(op), len(names))) is not None:
+        names.append(name.decode())
+    return names
+
+
+def _spec_array(spec_vector: Iterable[float]) -> ctypes.Array:
+    values = list(spec_vector)
+    return (ctypes.c_double * len(values))(*values)
+
+
+def feature_matrix(rows: Iterable[Mapping[str, object]], spec_vector: Iterable[float],
+                   kernel_ids: Iterable[int] | None = None) -> np.ndarray:
+    """Feature vectors (one row per launch) as the C predictor computes them.
+
+    kernel_ids: each kernel's index in its family's vocabulary (only read for Op.KERNEL rows;
+    a negative id means "not in the vocabulary" and becomes NaN, as in the C predictor).
+    """
+    lib = native()
+    spec = _spec_array(spec_vector)
+    rows = list(rows)
+    ids = list(kernel_ids) if kernel_ids is not None else [-1] * len(rows)
+    out = (ctypes.c_double * NFEAT_MAX)()
+    result = []
+    width = None
+    for row, kid in zip(rows, ids, strict=True):
+        launch = to_launch(row)
+        n = lib.rv_features(ctypes.byref(launch), spec, int(kid), out)
+        if n < 0:
+            raise ValueError(f"no features for op {launch.op}")
+        if width is not None and n != width:
+            raise ValueError("feature_matrix needs rows of one op class")
+        width = n
+        vec = list(out[:n])
+        if launch.op == Op.KERNEL and kid < 0:
+            vec[0] = float("nan")
+        result.append(vec)
+    return np.asarray(result, dtype=np.float64).reshape(len(result), width or 0)
+
+
+def roofline_ns(row: Mapping[str, object], spec_vector: Iterable[float]) -> int:
+    """Roofline duration (ns, launch overhead included) of one launch."""
+    launch = to_launch(row)
+    return int(native().rv_roofline_ns(ctypes.byref(launch), _spec_array(spec_vector)))

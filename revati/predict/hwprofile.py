@@ -1,0 +1,62 @@
+"""Hardware profile folder: measured launch durations of one GPU model plus its spec.
+
+    DIR/spec.yaml          hardware spec (roofline keys), provenance (GPU, driver, CUDA, torch,
+                           date, command), and what was measured on the way
+    DIR/launches.parquet   one row per distinct launch of a sweep point: the launch columns of
+                           features.LAUNCH_COLUMNS, duration_ns (median over repetitions), and
+                           sweep context (sweep, point, attention shape)
+    DIR/e2e_kernels.parquet  optional: every kernel of the end-to-end check (profile/e2e.py)
+
+Durations are GPU execution times from CUPTI activity records, launch gaps excluded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from revati.predict.features import LAUNCH_COLUMNS
+from revati.predict.roofline import HardwareSpec
+
+# Sweep context recorded next to the launch columns. The attention shape is what the
+# attention models take (docs/predictor.md, "Sequence lengths").
+ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"]
+CONTEXT_COLUMNS = ["sweep", "point", "position", "duration_ns", "reps", *ATTENTION_COLUMNS]
+
+
+@dataclass
+class HardwareProfile:
+    spec: HardwareSpec
+    provenance: dict[str, object]
+    launches: pd.DataFrame
+    measured: dict[str, object] = field(default_factory=dict)
+    e2e_kernels: pd.DataFrame | None = None
+
+    def write(self, out: str | Path) -> Path:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        doc = {"spec": self.spec.as_mapping(), "provenance": self.provenance,
+               "measured": self.measured}
+        (out / "spec.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.launches[LAUNCH_COLUMNS + CONTEXT_COLUMNS].to_parquet(
+            out / "launches.parquet", index=False, compression="zstd")
+        if self.e2e_kernels is not None:
+            self.e2e_kernels.to_parquet(out / "e2e_kernels.parquet", index=False,
+                                        compression="zstd")
+        return out
+
+
+def read_profile(path: str | Path) -> HardwareProfile:
+    path = Path(path)
+    doc = yaml.safe_load((path / "spec.yaml").read_text())
+    launches = pd.read_parquet(path / "launches.parquet")
+    missing = set(LAUNCH_COLUMNS + CONTEXT_COLUMNS) - set(launches.columns)
+    if missing:
+        raise ValueError(f"{path}/launches.parquet lacks columns {sorted(missing)}")
+    e2e = path / "e2e_kernels.parquet"
+    return HardwareProfile(HardwareSpec.from_mapping(doc["spec"]), doc.get("provenance", {}),
+                           launches, doc.get("measured", {}),
+                           pd.read_parquet(e2e) if e2e.exists() else None)

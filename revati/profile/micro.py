@@ -1,0 +1,421 @@
+"""`revati profile micro`: shape sweeps of the kernel families LLM serving runs, on a real GPU.
+
+Every sweep point is a small torch program (a linear layer, an SDPA call, an RMSNorm, ...) run
+once to warm up and then REPS times, each repetition after an L2 flush and inside a profiler
+range; CUPTI's records of the kernels, copies and memsets launched in those ranges become the
+rows of the hardware profile (hwprofile.py), with exactly the fields the device shim sees
+(kineto.py says why Kineto). GEMM points add one library-call row (Op.GEMM: m, n, k, dtypes,
+transposes as torch passes them to cuBLAS/cuBLASLt, duration = all kernels of the call).
+
+Needs torch with CUDA; pandas, pyarrow and PyYAML to write the profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import gzip
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from revati.predict.features import CopyKind, DType, Op, empty_launch_row
+from revati.profile.kineto import GpuRecord, records_by_range
+
+REPS = 3
+CHUNK = 300  # points per profiler session: keeps one Chrome trace to tens of MB
+
+# Model widths of the dense models serving is tuned for: (hidden, heads, kv_heads, head_dim,
+# intermediate, vocab). TP 1..8 splits give the GEMM (n, k) and attention head counts.
+MODELS = {
+    "llama-3.1-8b": (4096, 32, 8, 128, 14336, 128256),
+    "llama-3.1-70b": (8192, 64, 8, 128, 28672, 128256),
+    "qwen2.5-7b": (3584, 28, 4, 128, 18944, 152064),
+}
+TP = (1, 2, 4, 8)
+GEMM_M = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
+          4096, 6144, 8192)
+TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+SAMPLE_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass
+class Point:
+    sweep: str
+    setup: Callable[[], Callable[[], object]]  # allocates inputs, returns the measured program
+    call: dict[str, object] | None = None      # library-call row (GEMM)
+    attn: dict[str, int] = field(default_factory=dict)
+
+
+def linear_shapes(models: dict = MODELS) -> list[tuple[int, int]]:
+    """Distinct (out_features, in_features) of the linear layers of MODELS under TP 1..8."""
+    shapes = []
+    for hidden, heads, kv, hd, inter, vocab in models.values():
+        for tp in TP:
+            if heads % tp or inter % tp:
+                continue
+            kv_tp = max(1, kv // tp)
+            shapes += [((heads // tp + 2 * kv_tp) * hd, hidden), (hidden, heads // tp * hd),
+                       (2 * inter // tp, hidden), (hidden, inter // tp), (vocab // tp, hidden)]
+    return sorted(set(shapes))
+
+
+def head_configs(models: dict = MODELS) -> list[tuple[int, int, int]]:
+    """Distinct (heads, kv_heads, head_dim) per GPU of MODELS under TP 1..8."""
+    cfgs = set()
+    for _, heads, kv, hd, _, _ in models.values():
+        for tp in TP:
+            if heads % tp == 0:
+                cfgs.add((heads // tp, max(1, kv // tp), hd))
+    return sorted(cfgs)
+
+
+def gemm_call(m: int, n: int, k: int, dt_in: DType, dt_out: DType) -> dict[str, object]:
+    """The cuBLAS call torch makes for x[m,k] @ W[n,k]^T, in cuBLAS's column-major terms:
+    C^T[n,m] = W^T^T x^T, i.e. m_blas = n (out features), n_blas = m (tokens), A transposed."""
+    row = empty_launch_row(Op.GEMM)
+    row.update(m=n, n=m, k=k, batch=1, dtype_a=int(dt_in), dtype_b=int(dt_in),
+               dtype_c=int(dt_out), trans_a=1, trans_b=0)
+    return row
+
+
+def sweeps(torch, quick: bool = False) -> Iterator[Point]:
+    """All sweep points, family by family. quick: a handful per family (smoke test)."""
+    F = torch.nn.functional
+    dev = "cuda"
+
+    def pick(seq):
+        seq = list(seq)
+        return [seq[0], seq[len(seq) // 2], seq[-1]] if quick else seq
+
+    def rnd(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, device=dev, dtype=torch.float32).to(dtype)
+
+    shapes = pick(linear_shapes())
+    fp16_shapes = pick(linear_shapes({"llama-3.1-8b": MODELS["llama-3.1-8b"]}))
+    # --- GEMMs: torch.nn.functional.linear (cuBLAS/cuBLASLt), bf16 and fp16.
+    for name, dtype, dt in (("gemm_bf16", torch.bfloat16, DType.BF16),
+                            ("gemm_fp16", torch.float16, DType.F16)):
+        for n, k in (shapes if dt == DType.BF16 else fp16_shapes):
+            for m in pick(GEMM_M):
+                def setup(m=m, n=n, k=k, dtype=dtype):
+                    x, w = rnd(m, k, dtype=dtype), rnd(n, k, dtype=dtype)
+                    return lambda: F.linear(x, w)
+                yield Point(name, setup, gemm_call(m, n, k, dt, dt))
+    # --- FP8 (e4m3, per-tensor scales, bf16 out) through torch._scaled_mm (cuBLASLt).
+    for n, k in shapes:
+        for m in pick(GEMM_M[::2]):
+            def setup(m=m, n=n, k=k):
+                a = rnd(m, k).to(torch.float8_e4m3fn)
+                b = rnd(n, k).to(torch.float8_e4m3fn).t()  # column-major [k, n]
+                one = torch.ones((), device=dev, dtype=torch.float32)
+                return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                                out_dtype=torch.bfloat16)
+            yield Point("gemm_fp8", setup, gemm_call(m, n, k, DType.FP8_E4M3, DType.BF16))
+    # --- Attention through torch SDPA's flash and memory-efficient backends.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def sdpa_point(sweep, backend, b, q_len, kv_len, h, kvh, hd, causal):
+        def setup():
+            q = rnd(b, h, q_len, hd)
+            k, v = rnd(b, kvh, kv_len, hd), rnd(b, kvh, kv_len, hd)
+            with sdpa_kernel([backend]):
+                try:  # grouped-query attention natively where the backend has it
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                    gqa = True
+                except RuntimeError:
+                    gqa = False
+            if not gqa and kvh != h:
+                k, v = (t.repeat_interleave(h // kvh, dim=1) for t in (k, v))
+
+            def run():
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                          enable_gqa=gqa)
+            return run
+        return Point(sweep, setup, None, dict(attn_batch=b, q_len=q_len, kv_len=kv_len, heads=h,
+                                               kv_heads=kvh, head_dim=hd))
+
+    for bname, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                           ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        for h, kvh, hd in pick(head_configs()):
+            for b in pick((1, 2, 4)):
+                for seq in pick((128, 256, 512, 1024, 2048, 4096, 8192, 16384)):
+                    if b * seq <= 32768:
+                        yield sdpa_point(f"attn_prefill_{bname}", backend, b, seq, seq, h, kvh,
+                                         hd, True)
+            for b in pick((1, 2, 4, 8, 16, 32, 64, 128, 256)):
+                for kv_len in pick((128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)):
+                    if b * kv_len <= 1 << 20:
+                        yield sdpa_point(f"attn_decode_{bname}", backend, b, 1, kv_len, h, kvh,
+                                         hd, False)
+    # --- Normalisation, activation, rotary, element-wise (bf16 activations).
+    hiddens = sorted({m[0] for m in MODELS.values()})
+    for h in pick(hiddens):
+        for t in pick(TOKENS):
+            def norm(t=t, h=h):
+                x, w = rnd(t, h), rnd(h)
+                return lambda: F.rms_norm(x, (h,), w, 1e-6)
+            yield Point("rms_norm", norm)
+
+            def residual(t=t, h=h):
+                x, y = rnd(t, h), rnd(t, h)
+                return lambda: x + y
+            yield Point("elementwise_add", residual)
+
+            def cast(t=t, h=h):
+                x = rnd(t, h)
+                return lambda: x.float()
+            yield Point("elementwise_cast", cast)
+
+            def fill(t=t, h=h):
+                x = rnd(t, h)
+                return lambda: x.zero_()
+            yield Point("elementwise_fill", fill)
+
+            def mean(t=t, h=h):
+                x = rnd(t, h)
+                return lambda: x.float().pow(2).mean(-1, keepdim=True)
+            yield Point("reduce_mean", mean)
+    inters = sorted({m[4] // tp for m in MODELS.values() for tp in TP})
+    for d in pick(inters):
+        for t in pick(TOKENS):
+            def silu_mul(t=t, d=d):
+                x = rnd(t, 2 * d)
+                return lambda: F.silu(x[:, :d]) * x[:, d:]
+            yield Point("silu_and_mul", silu_mul)
+    for h, kvh, hd in pick(head_configs()):
+        for t in pick(TOKENS):
+            def rotary(t=t, h=h, kvh=kvh, hd=hd):
+                q, k = rnd(t, h, hd), rnd(t, kvh, hd)
+                cos, sin = rnd(t, 1, hd), rnd(t, 1, hd)
+
+                def rot(x):
+                    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+                    return torch.cat((-x2, x1), dim=-1)
+                return lambda: (q * cos + rot(q) * sin, k * cos + rot(k) * sin)
+            yield Point("rotary", rotary)
+    # --- Logits processing and sampling-like ops (fp32 logits [rows, vocab]).
+    vocabs = sorted({m[5] for m in MODELS.values()})
+    for v in pick(vocabs):
+        for r in pick(SAMPLE_ROWS):
+            def mk(op, r=r, v=v):
+                def setup():
+                    x = rnd(r, v, dtype=torch.float32)
+                    p = torch.softmax(x, -1)
+                    return {"softmax": lambda: torch.softmax(x / 0.7, -1),
+                            "argmax": lambda: torch.argmax(x, -1),
+                            "max": lambda: x.max(-1),
+                            "sum": lambda: x.sum(-1),
+                            "topk": lambda: torch.topk(x, 50, -1),
+                            "sort": lambda: torch.sort(x, -1, descending=True),
+                            "cumsum": lambda: torch.cumsum(p, -1),
+                            "multinomial": lambda: torch.multinomial(p, 1)}[op]
+                return setup
+            for op in ("softmax", "argmax", "max", "sum", "topk", "sort", "cumsum",
+                       "multinomial"):
+                yield Point(f"sampling_{op}", mk(op))
+    # --- Embedding lookup.
+    for hidden, *_, vocab in pick(list(MODELS.values())):
+        for t in pick(TOKENS):
+            def emb(t=t, hidden=hidden, vocab=vocab):
+                table = rnd(vocab, hidden)
+                ids = torch.randint(0, vocab, (t,), device=dev)
+                return lambda: F.embedding(ids, table)
+            yield Point("embedding", emb)
+    # --- Copies: pinned host <-> device (what engines use for non-blocking copies), D2D.
+    for kind in (CopyKind.H2D, CopyKind.D2H, CopyKind.D2D):
+        for shift in pick(range(8, 31, 2)):
+            def copy(kind=kind, nbytes=1 << shift):
+                n = nbytes // 2
+                if kind == CopyKind.H2D:
+                    src = torch.empty(n, dtype=torch.bfloat16).pin_memory()
+                    dst = torch.empty(n, dtype=torch.bfloat16, device=dev)
+                elif kind == CopyKind.D2H:
+                    src = rnd(n)
+                    dst = torch.empty(n, dtype=torch.bfloat16).pin_memory()
+                else:
+                    src, dst = rnd(n), torch.empty(n, dtype=torch.bfloat16, device=dev)
+                return lambda: dst.copy_(src, non_blocking=True)
+            yield Point(f"memcpy_{kind.name.lower()}", copy)
+
+
+def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[dict]:
+    """Profile rows of one point from the GPU records of its repetitions."""
+    if not reps:
+        return []
+    # Repetitions should launch identical sequences; keep those of the usual length.
+    common = Counter(len(r) for r in reps).most_common(1)[0][0]
+    reps = [r for r in reps if len(r) == common]
+    rows = []
+    context = dict(sweep=point.sweep, point=index, reps=len(reps),
+                   **{c: point.attn.get(c, 0) for c in ("attn_batch", "q_len", "kv_len",
+                                                        "heads", "kv_heads", "head_dim")})
+    for pos in range(common):
+        rec = reps[0][pos]
+        row = empty_launch_row(Op(rec.op))
+        row.update(kernel=rec.name if rec.op == Op.KERNEL else "",
+                   grid_x=rec.grid[0], grid_y=rec.grid[1], grid_z=rec.grid[2],
+                   block_x=rec.block[0], block_y=rec.block[1], block_z=rec.block[2],
+                   shared_bytes=rec.shared_bytes, bytes=rec.bytes, copy_kind=rec.copy_kind,
+                   position=pos,
+                   duration_ns=int(statistics.median(r[pos].duration_ns for r in reps)),
+                   **context)
+        rows.append(row)
+    if point.call is not None:
+        rows.append(dict(point.call, position=-1, **context,
+                         duration_ns=int(statistics.median(
+                             sum(x.duration_ns for x in r) for r in reps))))
+    return rows
+
+
+def measure(torch, points: list[Point], log=print,
+            keep_trace: str | None = None) -> tuple[list[dict], list[str]]:
+    """Profile points in chunks; returns profile rows and the points that could not run.
+    keep_trace: gzip the first chunk's Chrome trace there (for debugging the parser)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # > 4x the 60 MB L2
+    rows, skipped = [], []
+    for start in range(0, len(points), CHUNK):
+        chunk = points[start:start + CHUNK]
+        t0 = time.time()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i, point in enumerate(chunk, start):
+                try:
+                    run = point.setup()
+                    run()  # warm-up: module load, cuBLAS heuristics, workspace
+                except (RuntimeError, ValueError, TypeError) as exc:
+                    skipped.append(f"{point.sweep}#{i}: {str(exc).splitlines()[0][:160]}")
+                    continue
+                for rep in range(REPS):
+                    flush.zero_()
+                    with record_function(f"rv#{i}#{rep}"):
+                        run()
+                del run
+            torch.cuda.synchronize()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+            if keep_trace and start == 0:
+                with open(path, "rb") as f, gzip.open(keep_trace, "wb") as g:
+                    shutil.copyfileobj(f, g)
+        by_range = records_by_range(trace)
+        for i, point in enumerate(chunk, start):
+            rows += point_rows(i, point, [by_range[(i, r)] for r in range(REPS)
+                                          if (i, r) in by_range])
+        del trace, prof
+        gc.collect()
+        torch.cuda.empty_cache()
+        log(f"[micro] points {start}..{start + len(chunk) - 1} ({chunk[0].sweep}..."
+            f"{chunk[-1].sweep}): {len(rows)} rows so far, {time.time() - t0:.1f}s")
+    return rows, skipped
+
+
+def provenance(torch, argv: list[str]) -> dict[str, object]:
+    props = torch.cuda.get_device_properties(0)
+    prov: dict[str, object] = {
+        "gpu": props.name, "sm_count": props.multi_processor_count,
+        "memory_bytes": props.total_memory, "compute_capability": f"{props.major}.{props.minor}",
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
+        "host": platform.node(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        "command": " ".join(["revati", "profile", "micro", *argv]),
+    }
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        prov["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        pynvml.nvmlShutdown()
+    except (ImportError, OSError) as exc:  # pynvml missing or no NVML: say so, don't guess
+        prov["driver"] = f"unknown ({exc})"
+    return prov
+
+
+def derived_spec(prov: dict[str, object], df) -> tuple[dict[str, object], dict[str, object]]:
+    """The profile's hardware spec (datasheet peaks of the H200/H100 SXM class where the GPU is
+    one, launch overhead from the profile) and what the profile measured of it."""
+    kernels = df[df.op == Op.KERNEL]
+    d2d = df[(df.op == Op.MEMCPY) & (df.copy_kind == CopyKind.D2D)]
+    h2d = df[(df.op == Op.MEMCPY) & (df.copy_kind == CopyKind.H2D)]
+    gemm = df[(df.op == Op.GEMM) & (df.dtype_a == DType.BF16)]
+    measured = {
+        "min_kernel_ns": int(kernels.duration_ns.min()),
+        "p05_kernel_ns": int(kernels.duration_ns.quantile(0.05)),
+        "d2d_bytes_per_s": float((2 * d2d.bytes / (d2d.duration_ns * 1e-9)).max()),
+        "h2d_pinned_bytes_per_s": float((h2d.bytes / (h2d.duration_ns * 1e-9)).max()),
+        "bf16_gemm_flops": float((2.0 * gemm.m * gemm.n * gemm.k
+                                  / (gemm.duration_ns * 1e-9)).max()),
+    }
+    name = str(prov["gpu"])
+    if "H200" not in name and "H100" not in name:
+        raise SystemExit(f"no datasheet peaks known for {name}: add them to micro.derived_spec")
+    spec = {
+        "name": name, "sm_count": prov["sm_count"], "memory_bytes": prov["memory_bytes"],
+        # NVIDIA H100/H200 SXM datasheet, dense (no sparsity).
+        "peak_flops": {"fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12,
+                       "fp8": 1978.9e12},
+        "hbm_bytes_per_s": 4.8e12 if "H200" in name else 3.35e12,
+        "nvlink_bytes_per_s": 450e9,  # per direction, per GPU (900 GB/s both ways)
+        "pcie_bytes_per_s": 64e9,     # PCIe 5.0 x16, one direction
+        "launch_overhead_ns": measured["p05_kernel_ns"],
+    }
+    return spec, measured
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="revati profile micro", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args, sys.argv[1:] if argv is None else argv)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="hardware profile folder to write")
+    parser.add_argument("--quick", action="store_true", help="three points per sweep axis")
+    parser.add_argument("--only", default="", help="comma-separated sweep name prefixes")
+    parser.add_argument("--keep-trace", default=None, help="gzip the first Chrome trace here")
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> int:
+    import pandas as pd
+    import torch
+
+    from revati.predict.hwprofile import HardwareProfile
+    from revati.predict.roofline import HardwareSpec
+
+    if not torch.cuda.is_available():
+        print("revati profile micro: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    prefixes = [p for p in args.only.split(",") if p]
+    points = [p for p in sweeps(torch, args.quick)
+              if not prefixes or any(p.sweep.startswith(x) for x in prefixes)]
+    print(f"[micro] {len(points)} points on {torch.cuda.get_device_name(0)}", flush=True)
+    t0 = time.time()
+    rows, skipped = measure(torch, points, log=lambda s: print(s, flush=True),
+                            keep_trace=args.keep_trace)
+    df = pd.DataFrame(rows)
+    prov = provenance(torch, argv)
+    prov.update(points=len(points), skipped=skipped, seconds=round(time.time() - t0, 1))
+    spec, measured = derived_spec(prov, df)
+    out = HardwareProfile(HardwareSpec.from_mapping(spec), prov, df, measured).write(args.out)
+    print(f"[micro] {len(df)} rows, {len(skipped)} points skipped -> {out}", flush=True)
+    for line in skipped[:20]:
+        print("  skipped", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
