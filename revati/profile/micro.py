@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -145,7 +146,10 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
         return Point(sweep, setup, None, dict(attn_batch=b, q_len=q_len, kv_len=kv_len, heads=h,
                                                kv_heads=kvh, head_dim=hd))
 
-    for bname, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+    # cuDNN is what SDPA picks by default on Hopper (seen in the e2e check), flash and
+    # memory-efficient are its fallbacks.
+    for bname, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                           ("flash", SDPBackend.FLASH_ATTENTION),
                            ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
         for h, kvh, hd in pick(head_configs()):
             for b in pick((1, 2, 4)):
@@ -278,17 +282,24 @@ def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[di
     return rows
 
 
-def measure(torch, points: list[Point], log=print,
-            keep_trace: str | None = None) -> tuple[list[dict], list[str]]:
+def measure(torch, points: list[Point], log=print, keep_trace: str | None = None,
+            max_seconds: float = float("inf")) -> tuple[list[dict], list[str]]:
     """Profile points in chunks; returns profile rows and the points that could not run.
-    keep_trace: gzip the first chunk's Chrome trace there (for debugging the parser)."""
+    keep_trace: gzip the first chunk's Chrome trace there (for debugging the parser).
+    max_seconds: start no chunk after that long (the rest is reported as skipped), so a
+    run on a leased GPU ends with a profile rather than being killed without one."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # > 4x the 60 MB L2
     rows, skipped = [], []
+    began = time.time()
     for start in range(0, len(points), CHUNK):
         chunk = points[start:start + CHUNK]
         t0 = time.time()
+        if t0 - began > max_seconds:
+            skipped.append(f"points {start}..{len(points) - 1}: over --max-seconds")
+            log(f"[micro] time budget spent: {len(points) - start} points not measured")
+            break
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for i, point in enumerate(chunk, start):
                 try:
@@ -323,20 +334,20 @@ def measure(torch, points: list[Point], log=print,
     return rows, skipped
 
 
-def provenance(torch, argv: list[str]) -> dict[str, object]:
+def provenance(torch, command: str) -> dict[str, object]:
     props = torch.cuda.get_device_properties(0)
     prov: dict[str, object] = {
         "gpu": props.name, "sm_count": props.multi_processor_count,
         "memory_bytes": props.total_memory, "compute_capability": f"{props.major}.{props.minor}",
-        "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
+        "torch": str(torch.__version__), "cuda": str(torch.version.cuda),
+        "cudnn": int(torch.backends.cudnn.version()), "python": platform.python_version(),
         "host": platform.node(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
-        "command": " ".join(["revati", "profile", "micro", *argv]),
+        "command": command,
     }
     try:
         import pynvml
         pynvml.nvmlInit()
-        prov["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        prov["driver"] = str(pynvml.nvmlSystemGetDriverVersion())
         pynvml.nvmlShutdown()
     except (ImportError, OSError) as exc:  # pynvml missing or no NVML: say so, don't guess
         prov["driver"] = f"unknown ({exc})"
@@ -378,17 +389,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="revati profile micro", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return run(args, sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    return run(args, " ".join(["python -m revati.profile.micro", *argv]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="hardware profile folder to write")
     parser.add_argument("--quick", action="store_true", help="three points per sweep axis")
-    parser.add_argument("--only", default="", help="comma-separated sweep name prefixes")
+    parser.add_argument("--only", default="",
+                        help="comma-separated sweep name prefixes, measured in that order")
     parser.add_argument("--keep-trace", default=None, help="gzip the first Chrome trace here")
+    parser.add_argument("--max-seconds", type=float, default=float("inf"),
+                        help="start no new chunk of points after this long")
 
 
-def run(args: argparse.Namespace, argv: list[str]) -> int:
+def run(args: argparse.Namespace, command: str) -> int:
     import pandas as pd
     import torch
 
@@ -402,12 +417,17 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     prefixes = [p for p in args.only.split(",") if p]
     points = [p for p in sweeps(torch, args.quick)
               if not prefixes or any(p.sweep.startswith(x) for x in prefixes)]
+    if prefixes:  # in the order asked for, so a time budget cuts the last-named sweeps
+        points.sort(key=lambda p: next(i for i, x in enumerate(prefixes)
+                                       if p.sweep.startswith(x)))
     print(f"[micro] {len(points)} points on {torch.cuda.get_device_name(0)}", flush=True)
     t0 = time.time()
+    # SDPA explains every backend it declines; the sweep asks for one at a time on purpose.
+    warnings.filterwarnings("ignore", category=UserWarning)
     rows, skipped = measure(torch, points, log=lambda s: print(s, flush=True),
-                            keep_trace=args.keep_trace)
+                            keep_trace=args.keep_trace, max_seconds=args.max_seconds)
     df = pd.DataFrame(rows)
-    prov = provenance(torch, argv)
+    prov = provenance(torch, command)
     prov.update(points=len(points), skipped=skipped, seconds=round(time.time() - t0, 1))
     spec, measured = derived_spec(prov, df)
     out = HardwareProfile(HardwareSpec.from_mapping(spec), prov, df, measured).write(args.out)

@@ -1,0 +1,63 @@
+"""`revati profile`: measure a real GPU into a hardware profile (needs torch with CUDA).
+
+    revati profile micro --out DIR      shape sweeps of the kernel families serving uses
+    revati profile e2e --out DIR        Llama-3.1-8B-shaped forward passes, kernel by kernel
+    revati profile devinfo --out FILE   every attribute the driver, torch and NVML report
+    revati profile merge --out DIR IN...  one profile out of several runs on one GPU model
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _micro(args: argparse.Namespace) -> int:
+    from revati.profile import micro
+
+    return micro.run(args, " ".join(["revati", *sys.argv[1:]]))
+
+
+def _e2e(args: argparse.Namespace) -> int:
+    from revati.profile import e2e
+
+    return e2e.main(["--out", str(args.out)])
+
+
+def _devinfo(args: argparse.Namespace) -> int:
+    from revati.profile import devinfo
+
+    argv = ["--out", str(args.out)] + (["--cuda-h", str(args.cuda_h)] if args.cuda_h else [])
+    return devinfo.main(argv)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from revati.profile.merge import merge
+
+    profile = merge(args.inputs, args.out)
+    print(f"merged {len(args.inputs)} profiles: {len(profile.launches)} rows -> {args.out}")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("profile", help="measure a real GPU into a hardware profile",
+                                   description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="profile_command", required=True)
+    from revati.profile.micro import add_arguments
+
+    micro = sub.add_parser("micro", help="kernel-family shape sweeps")
+    add_arguments(micro)
+    micro.set_defaults(func=_micro)
+    e2e = sub.add_parser("e2e", help="end-to-end Llama-3.1-8B-shaped kernel check")
+    e2e.add_argument("--out", required=True, type=Path)
+    e2e.set_defaults(func=_e2e)
+    dev = sub.add_parser("devinfo", help="dump device attributes as JSON")
+    dev.add_argument("--out", required=True, type=Path)
+    dev.add_argument("--cuda-h", type=Path, default=None)
+    dev.set_defaults(func=_devinfo)
+    merge = sub.add_parser("merge", help="merge profiles of one GPU model")
+    merge.add_argument("--out", required=True, type=Path)
+    merge.add_argument("inputs", nargs="+", type=Path)
+    merge.set_defaults(func=_merge)
