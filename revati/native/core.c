@@ -179,7 +179,7 @@ static void read_cmdline(char *out, size_t len) {
     close(fd);
     if (n <= 0) return;
     for (ssize_t i = 0; i < n - 1; i++)
-        if (out[i] == 0) out[i] = ' ';
+        if ((unsigned char)out[i] < ' ') out[i] = ' '; /* NULs, and newlines of `-c` code */
     out[n] = 0;
 }
 
@@ -391,8 +391,10 @@ void rv_after_fork_in_child(int idx) {
     tl_slot = NULL;
     tl_wait.depth = 0;
     if (idx < 0) return;
+    int parent_idx = rv_proc_idx;
     rv_proc_idx = idx;
     struct rv_proc *p = my_proc();
+    if (parent_idx >= 0) memcpy(p->cmd, rv_shm->procs[parent_idx].cmd, RV_CMD_LEN);
     atomic_store(&p->pid, my_pid);
     atomic_store(&p->stamp_real, rv_real_ns(CLOCK_MONOTONIC));
     atomic_store(&p->state, RV_P_LIVE);

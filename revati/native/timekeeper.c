@@ -214,12 +214,20 @@ static void trace_jump(int64_t from, int64_t to, int woken) {
             from / 1e3, (to - from) / 1e3, (long long)from, (long long)to, woken);
 }
 
-static void wake_due(int64_t now_v) {
+/* Wake every blocked thread whose deadline virtual time has reached (by a jump, or by
+ * real time passing afterwards: a jump leaves the kernel timeouts of the other waiters
+ * too long by its size). Returns the earliest deadline still ahead. */
+static int64_t wake_due(int64_t now_v) {
     int32_t hwm = atomic_load(&S->thread_hwm);
-    int64_t real = rv_real_ns(CLOCK_MONOTONIC);
+    int64_t real = rv_real_ns(CLOCK_MONOTONIC), next = RV_NO_DEADLINE;
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
-        if (atomic_load(&t->state) != RV_T_BLOCKED || atomic_load(&t->deadline) > now_v) continue;
+        if (atomic_load(&t->state) != RV_T_BLOCKED) continue;
+        int64_t d = atomic_load(&t->deadline);
+        if (d > now_v) {
+            if (d < next) next = d;
+            continue;
+        }
         int32_t expect = RV_T_BLOCKED;
         if (!atomic_compare_exchange_strong(&t->state, &expect, RV_T_WAKING)) continue;
         atomic_fetch_add(&S->procs[t->proc].running, 1);
@@ -236,6 +244,7 @@ static void wake_due(int64_t now_v) {
             break;
         }
     }
+    return next;
 }
 
 /* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
@@ -295,7 +304,8 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
             reap();
             last_reap = now;
         }
-        int64_t retry = RV_REAP_NS;
+        int64_t next = wake_due(now + atomic_load(&S->offset)) - atomic_load(&S->offset);
+        int64_t retry = next - now < RV_REAP_NS ? next - now : RV_REAP_NS;
         enum step st = try_jump(false, &retry);
         if (st == STEP_BUSY) {
             /* the stall rule: nothing changed for stall_ns while only sleepers "run" */

@@ -10,8 +10,8 @@ import ctypes
 import logging
 import os
 import select
-import signal
 import shutil
+import signal
 import sys
 import tempfile
 import time

@@ -32,8 +32,16 @@ class ThreadReport:
     cmd: str
 
     def __str__(self) -> str:
-        return (f"pid {self.pid} tid {self.tid} [{self.cmd.strip() or '?'}]: {self.state} in "
+        return (f"pid {self.pid} tid {self.tid} [{self.command_line()}]: {self.state} in "
                 f"{self.call} (deadline {self.deadline})")
+
+    def command_line(self) -> str:
+        """The full command line while the process lives; the shim's 64-byte copy after."""
+        try:
+            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+            return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            return self.cmd.strip() or "?"
 
 
 class Timekeeper:

@@ -1,0 +1,62 @@
+"""Helpers for running programs under `revati run` in the time-warp tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    def json(self) -> dict:
+        return json.loads(self.stdout.strip().splitlines()[-1])
+
+
+def revati_run(args: list[str], timeout: float = 120, run_opts: list[str] | None = None,
+               **kw) -> Result:
+    cmd = [sys.executable, "-m", "revati.cli.main", "run", *(run_opts or []), "--", *args]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+
+def run_py(code: str, timeout: float = 120, run_opts: list[str] | None = None, **kw) -> Result:
+    """Run Python code under emulation; it prints its results as JSON on the last line."""
+    return revati_run([sys.executable, "-c", textwrap.dedent(code)], timeout=timeout,
+                      run_opts=run_opts, **kw)
+
+
+@pytest.fixture
+def emulated():
+    return run_py
+
+
+def processes_of(marker: str) -> list[str]:
+    """Command lines of live processes whose command line contains marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found

@@ -1,0 +1,102 @@
+"""Done-when 1 and 2 of the time-warp issue: clocks and sleeps, asyncio, uvloop."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.timewarp.conftest import revati_run, run_py
+
+HOUR = 3600.0
+
+
+@pytest.mark.parametrize("clock", ["time.monotonic", "time.time", "time.perf_counter"])
+def test_sleep_an_hour_reads_an_hour_on_every_clock(clock: str) -> None:
+    r = run_py(f"""
+        import json, time
+        a = {clock}()
+        time.sleep(3600)
+        print(json.dumps({{"elapsed": {clock}() - a}}))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["elapsed"] == pytest.approx(HOUR, abs=0.01)
+    assert r.wall_s < HOUR / 100  # the hour was warped, not waited
+
+
+def test_datetime_now_follows_virtual_time() -> None:
+    r = run_py("""
+        import json, time, datetime
+        a = datetime.datetime.now()
+        time.sleep(3600)
+        print(json.dumps({"elapsed": (datetime.datetime.now() - a).total_seconds()}))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["elapsed"] == pytest.approx(HOUR, abs=0.01)
+
+
+def test_shell_sleep_command() -> None:
+    r = revati_run(["bash", "-c", "a=$(date +%s.%N); sleep 3600; b=$(date +%s.%N); "
+                    "echo \"$b - $a\" | bc"])
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout) == pytest.approx(HOUR, abs=0.01)
+    assert r.wall_s < HOUR / 100
+
+
+def test_absolute_deadline_on_the_virtual_clock() -> None:
+    """clock_nanosleep(TIMER_ABSTIME) with a deadline computed from the virtual clock."""
+    r = run_py("""
+        import ctypes, json, time
+        libc = ctypes.CDLL(None)
+        class timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+        time.sleep(100)  # move the virtual clock well away from the real one
+        start = time.clock_gettime(time.CLOCK_REALTIME)
+        target = timespec(int(start) + 60, 0)
+        rc = libc.clock_nanosleep(time.CLOCK_REALTIME, 1, ctypes.byref(target), None)
+        print(json.dumps({"rc": rc, "now": time.clock_gettime(time.CLOCK_REALTIME),
+                          "target": int(start) + 60}))
+    """)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["rc"] == 0
+    assert out["now"] == pytest.approx(out["target"], abs=0.01)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_asyncio_sleeps_add_up_in_virtual_time(loop: str) -> None:
+    r = run_py(f"""
+        import asyncio, json, time
+        async def main():
+            a = time.monotonic()
+            for _ in range(1000):
+                await asyncio.sleep(0.01)
+            return time.monotonic() - a
+        if "{loop}" == "uvloop":
+            import uvloop
+            elapsed = uvloop.run(main())
+        else:
+            elapsed = asyncio.run(main())
+        print(json.dumps({{"elapsed": elapsed}}))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["elapsed"] == pytest.approx(10.0, rel=0.01)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_asyncio_wait_for_times_out_at_the_virtual_deadline(loop: str) -> None:
+    r = run_py(f"""
+        import asyncio, json, time
+        async def main():
+            a = time.monotonic()
+            try:
+                await asyncio.wait_for(asyncio.sleep(600), timeout=42)
+            except asyncio.TimeoutError:
+                return time.monotonic() - a
+        if "{loop}" == "uvloop":
+            import uvloop
+            elapsed = uvloop.run(main())
+        else:
+            elapsed = asyncio.run(main())
+        print(json.dumps({{"elapsed": elapsed}}))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["elapsed"] == pytest.approx(42.0, abs=0.01)

@@ -1,0 +1,103 @@
+"""Done-when 6, 7, 8, 9: determinism across processes, deadlock, lifecycle, trace."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.timewarp.conftest import processes_of, revati_run, run_py
+
+PROGRAMS = Path(__file__).with_name("programs")
+
+
+def test_eight_processes_give_the_same_virtual_event_order_every_time() -> None:
+    orders = []
+    for _ in range(5):
+        r = revati_run([sys.executable, str(PROGRAMS / "mesh.py"), "8", "6", "1234"])
+        assert r.returncode == 0, r.stderr
+        events = r.json()["events"]
+        assert len(events) == 8 * 6
+        orders.append([(e[1], e[2]) for e in sorted(events)])
+    assert all(o == orders[0] for o in orders)
+
+
+def test_deadlock_is_reported_with_both_waiters_and_fails_the_run() -> None:
+    r = revati_run([sys.executable, str(PROGRAMS / "deadlock.py")],
+                   run_opts=["--deadlock-timeout", "1"], timeout=60)
+    assert r.returncode == 125
+    assert "deadlock" in r.stderr
+    waiting = [line for line in r.stderr.splitlines() if "deadlock.py" in line]
+    assert len(waiting) >= 2, r.stderr  # parent and child, each blocked in its read
+    assert all("read" in line for line in waiting)
+    assert r.wall_s < 30
+    assert not processes_of(str(PROGRAMS / "deadlock.py"))
+
+
+def test_crashing_child_ends_the_run_with_its_status_and_leaves_nothing() -> None:
+    marker = "crash-marker-5521"
+    r = run_py(f"""
+        import os, subprocess, sys, time
+        # a grandchild that would outlive its parent
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)", "{marker}"])
+        time.sleep(1)
+        os.abort()
+    """)
+    assert r.returncode == 128 + signal.SIGABRT
+    assert not processes_of(marker)
+
+
+def test_child_killed_by_a_signal() -> None:
+    r = run_py("import os, signal, time; time.sleep(5); os.kill(os.getpid(), signal.SIGKILL)")
+    assert r.returncode == 128 + signal.SIGKILL
+
+
+def test_exit_code_is_the_commands() -> None:
+    assert revati_run(["bash", "-c", "exit 7"]).returncode == 7
+    missing = revati_run(["no-such-command-xyz"])
+    assert missing.returncode == 127
+    assert "no-such-command-xyz" in missing.stderr
+
+
+def test_ctrl_c_ends_the_run_cleanly() -> None:
+    marker = "ctrlc-marker-8812"
+    code = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+            f"'import time; time.sleep(10**6)', '{marker}']); print('up', flush=True); "
+            f"time.sleep(10**6)")
+    p = subprocess.Popen([sys.executable, "-m", "revati.cli.main", "run", "--", sys.executable,
+                          "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=30)
+    assert rc != 0
+    time.sleep(0.2)
+    assert not processes_of(marker)
+
+
+def test_trace_has_one_event_per_jump(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    r = run_py("""
+        import json, time
+        for d in (1, 2, 3): time.sleep(d)
+        print(json.dumps({}))
+    """, run_opts=["--trace", str(trace)])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(trace.read_text())
+    jumps = [e for e in doc["traceEvents"] if e.get("name") == "jump"]
+    assert len(jumps) == 3
+    assert [round(e["dur"] / 1e6, 2) for e in jumps] == pytest.approx([1, 2, 3], abs=0.01)
+    for e in jumps:
+        assert e["ph"] == "X" and isinstance(e["ts"], float)
+
+
+def test_multiprocessing_fork_and_spawn_children_share_the_clock() -> None:
+    r = revati_run([sys.executable, str(PROGRAMS / "mp_children.py")])
+    assert r.returncode == 0, r.stderr
+    for method, res in r.json().items():
+        assert res["inner"] == pytest.approx([50] * 3, abs=0.01), method
+        assert 50 <= res["outer"] < 53, method  # spawn's start-up is real CPU time
