@@ -1,0 +1,82 @@
+"""`revati-tune`: the Hydra application over conf/ that runs one Optuna sweep.
+
+    revati-tune +model=llama70b sweep=tp_pp
+    revati-tune +model=qwen7b sweep=rate_capacity hardware=h100_sxm workload.num_prompts=200
+    revati-tune -m +model=llama8b,qwen7b sweep=batching      # one sweep per model
+
+Invalid input (malformed override, unknown model or option, impossible fixed setting)
+stops the program before any trial with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from revati.models.catalog import CONF_DIR
+from revati.tune.errors import ConfigError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
+_MAX_ID = 120
+
+
+def study_id(override_dirname: str) -> str:
+    """A folder- and study-name for a command line's overrides (Hydra's override_dirname,
+    which is sorted, so the same overrides in any order name the same study)."""
+    name = _UNSAFE.sub("_", override_dirname) or "default"
+    if len(name) > _MAX_ID:
+        digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:12]
+        name = f"{name[:_MAX_ID - 13]}-{digest}"
+    return name
+
+
+def _fail(exc: Exception) -> None:
+    print(f"revati-tune: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def tune(cfg: DictConfig) -> None:
+    from revati.tune.sweep import run_sweep  # heavy imports only once the input parsed
+
+    try:
+        OmegaConf.resolve(cfg)
+        _, report = run_sweep(cfg)
+    except ConfigError as exc:
+        _fail(exc)
+    print(report.text)
+    print(f"output: {cfg.study.output_dir}")
+
+
+def _overrides(argv: list[str]) -> list[str] | None:
+    """The override arguments, or None when Hydra flags other than --multirun are present
+    (--help, --cfg, --config-dir, ...: those are Hydra's to handle)."""
+    overrides = []
+    for arg in argv:
+        if arg in ("-m", "--multirun"):
+            continue
+        if arg.startswith("-"):
+            return None
+        overrides.append(arg)
+    return overrides
+
+
+def main() -> None:
+    OmegaConf.register_new_resolver("study_id", study_id, replace=True)
+    overrides = _overrides(sys.argv[1:])
+    if overrides is not None:
+        from revati.tune.validate import check_overrides
+
+        try:
+            check_overrides(overrides)
+        except ConfigError as exc:
+            _fail(exc)
+    tune()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Feasibility checks run on a configuration BEFORE its benchmark is launched.
+
+Each check mirrors a rule the engine enforces at start-up (or a budget the operator sets),
+so an infeasible configuration costs no emulation time: the tuner records it as a pruned
+trial with the reason instead. A check returns None when the configuration passes, else a
+one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from revati.models.sizing import kv_cache_bytes_per_token, weight_bytes_per_gpu
+from revati.tune.errors import ConfigError
+
+GIB = 1 << 30
+
+
+def _tp(cfg: Any) -> int:
+    return cfg.parallelism.tensor_parallel_size
+
+
+def _pp(cfg: Any) -> int:
+    return cfg.parallelism.pipeline_parallel_size
+
+
+def gpu_budget(cfg: Any) -> str | None:
+    gpus = _tp(cfg) * _pp(cfg)
+    if gpus > cfg.parallelism.max_gpus:
+        return (f"tensor_parallel_size={_tp(cfg)} x pipeline_parallel_size={_pp(cfg)} = {gpus} "
+                f"GPUs exceeds the budget max_gpus={cfg.parallelism.max_gpus}")
+    return None
+
+
+def tp_divides_heads(cfg: Any) -> str | None:
+    # vLLM splits attention heads evenly over TP ranks; KV heads are split when there are
+    # at least as many as ranks, otherwise replicated, which needs tp % kv_heads == 0.
+    tp, mc = _tp(cfg), cfg.model.config
+    heads, kv = mc.num_attention_heads, mc.num_key_value_heads
+    if heads % tp:
+        return (f"tensor_parallel_size={tp} does not divide num_attention_heads={heads} "
+                f"of {cfg.model.name}")
+    if (kv % tp) if tp <= kv else (tp % kv):
+        return (f"tensor_parallel_size={tp} and num_key_value_heads={kv} of {cfg.model.name} "
+                f"do not divide one another")
+    return None
+
+
+def pp_divides_layers(cfg: Any) -> str | None:
+    layers = cfg.model.config.num_hidden_layers
+    if layers % _pp(cfg):
+        return (f"pipeline_parallel_size={_pp(cfg)} does not divide num_hidden_layers={layers} "
+                f"of {cfg.model.name}")
+    return None
+
+
+def _dtypes(cfg: Any) -> tuple[str, str]:
+    """(weight dtype, KV-cache dtype) as revati.models.sizing names them."""
+    weights = cfg.engine.dtype
+    if weights == "auto":
+        weights = cfg.model.config.torch_dtype
+    kv = cfg.engine.kv_cache_dtype
+    return weights, weights if kv == "auto" else ("fp8" if kv.startswith("fp8") else kv)
+
+
+def fits_in_memory(cfg: Any) -> str | None:
+    # vLLM budgets gpu_memory_utilization x total memory for weights, activations, the CUDA
+    # context and the KV cache, and refuses to start unless the KV cache holds at least
+    # one max_model_len sequence. Activations are not modelled, so this is a lower bound.
+    mc, tp, pp = cfg.model.config, _tp(cfg), _pp(cfg)
+    w_dtype, kv_dtype = _dtypes(cfg)
+    weights = weight_bytes_per_gpu(mc, tp, pp, w_dtype)
+    kv = kv_cache_bytes_per_token(mc, kv_dtype, tp, pp) * cfg.engine.max_model_len
+    budget = (cfg.hardware.memory_bytes * cfg.engine.gpu_memory_utilization
+              - cfg.hardware.context_reserved_bytes)
+    if weights + kv > budget:
+        return (f"{cfg.model.name} at tp={tp} pp={pp}: weights {weights / GIB:.1f} GiB + KV of one "
+                f"{cfg.engine.max_model_len}-token sequence {kv / GIB:.2f} GiB per GPU exceed "
+                f"the {budget / GIB:.1f} GiB usable of {cfg.hardware.memory_bytes / GIB:.1f} GiB")
+    return None
+
+
+def batch_token_budget(cfg: Any) -> str | None:
+    sched = cfg.scheduler
+    tokens, seqs = sched.max_num_batched_tokens, sched.max_num_seqs
+    if tokens is None:
+        return None
+    if seqs is not None and tokens < seqs:
+        return f"max_num_batched_tokens={tokens} is below max_num_seqs={seqs}"
+    # Without chunked prefill a whole prompt must fit in one step's token budget.
+    if sched.enable_chunked_prefill is False and tokens < cfg.engine.max_model_len:
+        return (f"max_num_batched_tokens={tokens} is below max_model_len="
+                f"{cfg.engine.max_model_len} with chunked prefill off")
+    return None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    check: Callable[[Any], str | None]
+    reads: tuple[str, ...]  # config keys (or key prefixes) the check depends on
+
+
+_PAR = ("parallelism.tensor_parallel_size", "parallelism.pipeline_parallel_size")
+CONSTRAINTS = {
+    "gpu_budget": Constraint(gpu_budget, (*_PAR, "parallelism.max_gpus")),
+    "tp_divides_heads": Constraint(tp_divides_heads, (_PAR[0], "model")),
+    "pp_divides_layers": Constraint(pp_divides_layers, (_PAR[1], "model")),
+    "fits_in_memory": Constraint(fits_in_memory, (*_PAR, "model", "hardware", "engine")),
+    "batch_token_budget": Constraint(batch_token_budget, ("scheduler", "engine.max_model_len")),
+}
+
+
+def _get(names: tuple[str, ...]) -> list[Constraint]:
+    unknown = [n for n in names if n not in CONSTRAINTS]
+    if unknown:
+        raise ConfigError(f"unknown constraint '{unknown[0]}' (known: {', '.join(CONSTRAINTS)})")
+    return [CONSTRAINTS[n] for n in names]
+
+
+def first_violation(cfg: Any, names: tuple[str, ...]) -> str | None:
+    """The reason the first failing constraint gives, or None when all pass."""
+    for constraint in _get(names):
+        reason = constraint.check(cfg)
+        if reason:
+            return reason
+    return None
+
+
+def check_fixed(cfg: Any, names: tuple[str, ...], swept: set[str]) -> None:
+    """Raise ConfigError when a constraint fails on values the sweep never changes: then
+    every trial would be infeasible, which is an input error, not a search result."""
+
+    def touches(key: str, read: str) -> bool:
+        return key == read or key.startswith(read + ".") or read.startswith(key + ".")
+
+    for constraint in _get(names):
+        if any(touches(k, r) for k in swept for r in constraint.reads):
+            continue
+        reason = constraint.check(cfg)
+        if reason:
+            raise ConfigError(f"infeasible configuration: {reason}")

@@ -1,0 +1,74 @@
+"""Trial metrics: the benchmark summary plus figures derived from it and the config.
+
+Derived metrics:
+- num_gpus: tensor x pipeline parallel size.
+- goodput, goodput_per_gpu: requests/s (per GPU) that met both SLOs of the workload
+  (TTFT <= slo.ttft_ms and TPOT <= slo.tpot_ms), from requests.csv (columns ttft_ms,
+  tpot_ms; one row per successful request).
+- output_throughput_per_gpu: output tokens/s per GPU.
+- cost_per_million_tokens: GPU cost (hardware price_per_gpu_hour_usd x num_gpus) of
+  serving one million tokens (input + output) at the measured total_token_throughput.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from revati.tune.trial import TrialError
+
+DERIVED = ("num_gpus", "goodput", "goodput_per_gpu", "output_throughput_per_gpu",
+           "cost_per_million_tokens")
+# Scalar keys of `vllm bench serve --save-result` plus those revati bench adds.
+SUMMARY = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+           "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+           "max_concurrency", "wall_s", "num_gpu_blocks", "predictor_coverage")
+_LATENCY = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
+
+
+def is_known_metric(name: str) -> bool:
+    return name in DERIVED or name in SUMMARY or bool(_LATENCY.fullmatch(name))
+
+
+def _goodput(cfg: Any, summary: dict[str, Any], requests_csv: Path) -> float | None:
+    if not requests_csv.is_file() or not summary.get("duration"):
+        return None
+    df = pd.read_csv(requests_csv)
+    if not {"ttft_ms", "tpot_ms"} <= set(df.columns):
+        raise TrialError(f"{requests_csv.name} lacks the ttft_ms/tpot_ms columns goodput needs")
+    slo = cfg.workload.slo
+    ok = (df["ttft_ms"] <= slo.ttft_ms) & (df["tpot_ms"] <= slo.tpot_ms)
+    return float(ok.sum()) / summary["duration"]
+
+
+def trial_metrics(cfg: Any, summary: dict[str, Any], out_dir: Path) -> dict[str, float]:
+    """Every numeric summary value plus the derived metrics that its inputs allow."""
+    metrics = {k: float(v) for k, v in summary.items()
+               if isinstance(v, int | float) and not isinstance(v, bool)}
+    gpus = cfg.parallelism.tensor_parallel_size * cfg.parallelism.pipeline_parallel_size
+    metrics["num_gpus"] = float(gpus)
+    goodput = _goodput(cfg, summary, out_dir / "requests.csv")
+    if goodput is not None:
+        metrics["goodput"] = goodput
+        metrics["goodput_per_gpu"] = goodput / gpus
+    if "output_throughput" in metrics:
+        metrics["output_throughput_per_gpu"] = metrics["output_throughput"] / gpus
+    if metrics.get("total_token_throughput"):
+        dollars_per_s = gpus * cfg.hardware.price_per_gpu_hour_usd / 3600
+        metrics["cost_per_million_tokens"] = dollars_per_s / metrics["total_token_throughput"] * 1e6
+    return metrics
+
+
+def objective_values(metrics: dict[str, float], objectives: Any) -> list[float]:
+    values = []
+    for obj in objectives:
+        value = metrics.get(obj.metric)
+        if value is None or not math.isfinite(value):
+            raise TrialError(f"the benchmark result has no finite '{obj.metric}' "
+                             f"(an objective of this sweep)")
+        values.append(value)
+    return values

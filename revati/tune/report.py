@@ -1,0 +1,96 @@
+"""End-of-sweep report: ranked configurations, the Pareto front, what was infeasible and why.
+
+Built from the Optuna study alone (trial params, values and user attributes), so a report
+of a study shared by several workers covers every worker's trials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from revati.tune.plots import front_plot
+
+# Throughput against tail latency: plotted for every sweep, whatever its objectives.
+THROUGHPUT_LATENCY = (("output_throughput", True), ("p99_ttft_ms", False))
+TOP = 10
+
+
+@dataclass
+class Report:
+    text: str
+    plots: list[Path]
+    counts: dict[str, int]
+
+
+def _params(trial: optuna.trial.FrozenTrial) -> str:
+    return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in trial.params.items())
+
+
+def _ranked(study: optuna.Study, objectives: Any) -> pd.DataFrame:
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    if not done:
+        return pd.DataFrame()
+    front = {t.number for t in study.best_trials}
+    rows = [{"trial": t.number, "pareto": t.number in front, "config": _params(t),
+             **{o.metric: v for o, v in zip(objectives, t.values, strict=True)}} for t in done]
+    df = pd.DataFrame(rows)
+    first = objectives[0]
+    return df.sort_values(["pareto", first.metric],
+                          ascending=[False, first.direction == "minimize"]).head(TOP)
+
+
+def _reasons(study: optuna.Study, state: TrialState, attr: str) -> pd.DataFrame:
+    rows = [{"trial": t.number, "config": _params(t), "reason": t.user_attrs.get(attr, "?")}
+            for t in study.trials if t.state == state]
+    return pd.DataFrame(rows)
+
+
+def _front(study: optuna.Study, names: tuple[str, str], maximize: tuple[bool, bool],
+           path: Path) -> Path | None:
+    points, labels = [], []
+    for t in study.trials:
+        metrics = t.user_attrs.get("metrics", {})
+        if t.state == TrialState.COMPLETE and all(n in metrics for n in names):
+            points.append([metrics[n] for n in names])
+            labels.append(f"#{t.number}")
+    if not points:
+        return None
+    arr = np.asarray(points, dtype=float)
+    return front_plot(arr[:, 0], arr[:, 1], labels, names, maximize, path)
+
+
+def build_report(study: optuna.Study, objectives: Any, out_dir: Path) -> Report:
+    counts = {s.name: sum(t.state == s for t in study.trials)
+              for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    lines = [f"# Study {study.study_name}",
+             "trials: " + ", ".join(f"{n.lower()} {c}" for n, c in counts.items()), ""]
+    ranked = _ranked(study, objectives)
+    lines.append("## Best configurations")
+    lines.append(ranked.to_string(index=False) if len(ranked) else "none: no trial completed")
+    for title, state, attr in (("Infeasible configurations (pruned before launch)",
+                                TrialState.PRUNED, "infeasible_reason"),
+                               ("Failed trials", TrialState.FAIL, "fail_reason")):
+        table = _reasons(study, state, attr)
+        lines += ["", f"## {title}", table.to_string(index=False) if len(table) else "none"]
+    plots = []
+    pairs = [(tuple(n for n, _ in THROUGHPUT_LATENCY), tuple(m for _, m in THROUGHPUT_LATENCY),
+              "throughput_latency.png")]
+    if len(objectives) == 2:
+        pairs.append((tuple(o.metric for o in objectives),
+                      tuple(o.direction == "maximize" for o in objectives), "pareto_front.png"))
+    for names, maximize, filename in pairs:
+        plot = _front(study, names, maximize, out_dir / filename)
+        if plot:
+            plots.append(plot)
+        else:
+            lines.append(f"\n(no {filename}: no completed trial has {names[0]} and {names[1]})")
+    text = "\n".join(lines) + "\n"
+    (out_dir / "report.md").write_text(text)
+    return Report(text, plots, counts)

@@ -1,0 +1,123 @@
+"""Optuna search spaces: search_spaces/<name>.yaml, one space per file.
+
+A file maps dotted config keys to a parameter spec and names the constraints every
+sampled configuration must meet:
+
+    params:
+      parallelism.tensor_parallel_size: {choices: [1, 2, 4, 8]}     # categorical
+      scheduler.max_num_batched_tokens: {low: 1024, high: 32768, step: 1024}  # integer
+      workload.request_rate: {low: 0.5, high: 64.0, log: true}      # float
+    constraints: [gpu_budget, fits_in_memory]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from omegaconf import OmegaConf
+
+from revati.models.catalog import CONF_DIR
+from revati.tune.errors import ConfigError
+
+SPACES_DIR = CONF_DIR.parent / "search_spaces"
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str
+    choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        if self.choices is not None:
+            return trial.suggest_categorical(self.key, list(self.choices))
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return trial.suggest_int(self.key, self.low, self.high, step=self.step or 1,
+                                     log=self.log)
+        return trial.suggest_float(self.key, self.low, self.high, step=self.step, log=self.log)
+
+    def grid_values(self) -> list[Any] | None:
+        """Every value the parameter can take, or None when it is continuous."""
+        if self.choices is not None:
+            return list(self.choices)
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return list(range(self.low, self.high + 1, self.step or 1))
+        return None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    name: str
+    params: tuple[Param, ...]
+    constraints: tuple[str, ...]
+
+    @property
+    def keys(self) -> set[str]:
+        return {p.key for p in self.params}
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        return {p.key: p.suggest(trial) for p in self.params}
+
+    def grid(self) -> dict[str, list[Any]] | None:
+        values = {p.key: p.grid_values() for p in self.params}
+        return None if any(v is None for v in values.values()) else values
+
+    def grid_size(self) -> int | None:
+        grid = self.grid()
+        return None if grid is None else math.prod(len(v) for v in grid.values())
+
+
+def sampler_kind(sweep: Any, space: SearchSpace) -> str:
+    """The sampler a sweep uses: "auto" is a grid when the space has one of at most
+    sweep.grid_max points, else NSGA-II for several objectives and TPE for one."""
+    kind, size = sweep.sampler, space.grid_size()
+    if kind == "auto":
+        if size is not None and size <= sweep.grid_max:
+            return "grid"
+        return "nsga2" if len(sweep.objectives) > 1 else "tpe"
+    if kind == "grid" and size is None:
+        raise ConfigError(f"search space '{space.name}' has continuous parameters: "
+                          "no grid (use sweep.sampler=tpe, nsga2 or random)")
+    return kind
+
+
+def _param(space: str, key: str, spec: Any) -> Param:
+    if not isinstance(spec, dict):
+        raise ConfigError(f"search space '{space}': parameter '{key}' must be a mapping")
+    unknown = set(spec) - {"choices", "low", "high", "step", "log"}
+    if unknown:
+        raise ConfigError(f"search space '{space}': parameter '{key}' has unknown field(s) "
+                          f"{', '.join(sorted(unknown))}")
+    if "choices" in spec:
+        if not spec["choices"]:
+            raise ConfigError(f"search space '{space}': parameter '{key}' has no choices")
+        return Param(key, choices=tuple(spec["choices"]))
+    low, high = spec.get("low"), spec.get("high")
+    if not isinstance(low, int | float) or not isinstance(high, int | float) or low > high:
+        raise ConfigError(f"search space '{space}': parameter '{key}' needs choices or "
+                          f"numeric low <= high (got low={low}, high={high})")
+    return Param(key, low=low, high=high, step=spec.get("step"), log=bool(spec.get("log")))
+
+
+def load_space(name: str) -> SearchSpace:
+    """Load search_spaces/<name>.yaml (or `name` itself when it is a path to a .yaml file)."""
+    path = Path(name) if name.endswith(".yaml") else SPACES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))
+        raise ConfigError(f"unknown search space '{name}' (known: {known})")
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    params = data.get("params") or {}
+    if not params:
+        raise ConfigError(f"search space '{path.stem}' has no params")
+    return SearchSpace(
+        name=path.stem,
+        params=tuple(_param(path.stem, k, v) for k, v in params.items()),
+        constraints=tuple(data.get("constraints") or ()),
+    )

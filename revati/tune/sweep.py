@@ -1,0 +1,162 @@
+"""The Optuna driver: one study per sweep, one trial per configuration.
+
+A trial applies the sampled values to the configuration, checks the space's constraints
+(an infeasible configuration becomes a PRUNED trial with its reason and never launches),
+runs the emulated benchmark through revati.tune.trial.run_trial, and records the result:
+COMPLETE with the objective values, or FAIL with the reason; the sweep goes on either way.
+Every trial is also an MLflow child run of the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from optuna.trial import TrialState
+from tqdm import tqdm
+
+from revati.tune.constraints import first_violation
+from revati.tune.metrics import objective_values, trial_metrics
+from revati.tune.plots import latency_cdf
+from revati.tune.report import Report, build_report
+from revati.tune.space import SearchSpace, load_space, sampler_kind
+from revati.tune.tracking import SweepTracker, flat_params
+from revati.tune.trial import TrialError, run_trial
+from revati.tune.validate import validate
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def make_sampler(cfg: Any, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
+    kind = sampler_kind(cfg.sweep, space)
+    if kind == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    return {"tpe": optuna.samplers.TPESampler, "nsga2": optuna.samplers.NSGAIISampler,
+            "random": optuna.samplers.RandomSampler}[kind](seed=seed)
+
+
+def trial_budget(cfg: Any, space: SearchSpace) -> int:
+    """The study's total number of trials (validate() made sure it is defined)."""
+    return cfg.sweep.n_trials if cfg.sweep.n_trials is not None else space.grid_size()
+
+
+def with_params(cfg: DictConfig, params: dict[str, Any]) -> DictConfig:
+    trial_cfg = copy.deepcopy(cfg)
+    for key, value in params.items():
+        OmegaConf.update(trial_cfg, key, value, merge=False)
+    return trial_cfg
+
+
+class Objective:
+    def __init__(self, cfg: DictConfig, space: SearchSpace, tracker: SweepTracker):
+        self.cfg, self.space, self.tracker = cfg, space, tracker
+
+    def __call__(self, trial: optuna.Trial) -> list[float]:
+        params = self.space.suggest(trial)
+        cfg = with_params(self.cfg, params)
+        out_dir = Path(cfg.trial.workdir) / f"trial-{trial.number:04d}"
+        OmegaConf.update(cfg, "trial.out_dir", str(out_dir), force_add=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, out_dir / "config.yaml")
+        record = dict(number=trial.number, params=flat_params(cfg), artifacts=[])
+        reason = first_violation(cfg, self.space.constraints)
+        if reason:
+            trial.set_user_attr("infeasible_reason", reason)
+            self.tracker.log_trial(state="PRUNED", metrics={}, reason=reason,
+                                   **record | {"artifacts": [out_dir / "config.yaml"]})
+            raise optuna.TrialPruned(reason)
+        try:
+            summary = run_trial(cfg)
+            metrics = trial_metrics(cfg, summary, out_dir)
+            values = objective_values(metrics, cfg.sweep.objectives)
+        except TrialError as exc:
+            trial.set_user_attr("fail_reason", str(exc))
+            self.tracker.log_trial(state="FAIL", metrics={}, reason=str(exc),
+                                   **record | {"artifacts": self._artifacts(out_dir)})
+            raise
+        trial.set_user_attr("metrics", metrics)
+        self.tracker.log_trial(state="COMPLETE", metrics=metrics, reason=None,
+                               **record | {"artifacts": self._artifacts(out_dir)})
+        return values
+
+    @staticmethod
+    def _artifacts(out_dir: Path) -> list[Path]:
+        requests = out_dir / "requests.csv"
+        plot = latency_cdf(pd.read_csv(requests), out_dir / "latency_cdf.png") \
+            if requests.is_file() else None
+        names = ("config.yaml", "command.txt", "bench.log", "summary.json", "requests.csv")
+        return [out_dir / n for n in names] + ([plot] if plot else [])
+
+
+class Progress:
+    """A tqdm bar of finished trials with failure counts and the best value so far."""
+
+    def __init__(self, study: optuna.Study, total: int, enabled: bool):
+        self.bar = tqdm(total=total, desc=study.study_name[:40], unit="trial", disable=not enabled)
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        trials = study.get_trials(deepcopy=False, states=FINISHED)
+        counts = {s: sum(t.state == s for t in trials) for s in FINISHED}
+        postfix = {"ok": counts[TrialState.COMPLETE], "pruned": counts[TrialState.PRUNED],
+                   "failed": counts[TrialState.FAIL]}
+        if counts[TrialState.COMPLETE]:
+            if len(study.directions) == 1:
+                postfix["best"] = f"{study.best_value:.4g}"
+            else:
+                postfix["pareto"] = len(study.best_trials)
+        self.bar.set_postfix(postfix)
+        self.bar.update(1)
+
+
+def _storage(url: str) -> optuna.storages.BaseStorage:
+    # Heartbeats let a later run (or another worker) fail the trials of a dead process.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+
+
+def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
+    """Validate, then run (or resume) the sweep's study; return it with its report."""
+    space = load_space(cfg.sweep.space)
+    validate(cfg, space)
+    # Optuna logs every failed trial with a traceback; the progress bar and the report
+    # carry the reasons instead.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    out_dir = Path(cfg.study.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    storage = _storage(cfg.study.storage)
+    directions = [o.direction for o in cfg.sweep.objectives]
+    existing = 0
+    if cfg.study.name in {s.study_name for s in storage.get_all_studies()}:
+        existing = len(optuna.load_study(study_name=cfg.study.name, storage=storage).trials)
+    # A resumed study gets a fresh seed: the same seed would replay the first proposals.
+    sampler = make_sampler(cfg, space, seed=cfg.seed + existing)
+    budget = trial_budget(cfg, space)
+    study = optuna.create_study(study_name=cfg.study.name, storage=storage, sampler=sampler,
+                                directions=directions, load_if_exists=True)
+    optuna.storages.fail_stale_trials(study)
+    tracker = SweepTracker(cfg.mlflow.tracking_uri, cfg.mlflow.experiment,
+                           cfg.mlflow.artifact_root, cfg.study.name)
+    tracker.log_sweep(flat_params(cfg))
+    remaining = budget - len(study.get_trials(deepcopy=False, states=FINISHED))
+    if remaining > 0:
+        progress = Progress(study, remaining, cfg.study.show_progress)
+        # MaxTrialsCallback stops this worker once the study (all workers) reaches the budget.
+        study.optimize(Objective(cfg, space, tracker), n_trials=remaining,
+                       catch=(TrialError,), callbacks=[
+                           optuna.study.MaxTrialsCallback(budget, states=FINISHED), progress])
+        progress.bar.close()
+    report = build_report(study, cfg.sweep.objectives, out_dir)
+    (out_dir / "best.json").write_text(json.dumps(
+        [{"trial": t.number, "params": t.params, "values": t.values}
+         for t in study.best_trials], indent=2) + "\n")
+    tracker.finish(
+        metrics={f"trials_{k.lower()}": float(v) for k, v in report.counts.items()},
+        artifacts=[out_dir / "report.md", out_dir / "best.json", *report.plots])
+    return study, report

@@ -1,0 +1,126 @@
+"""revati-tune end to end: bad input stops before any trial; a sweep whose benchmarks all
+fail still records every trial (Optuna storage and MLflow) and reports; re-running resumes."""
+
+import json
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+from revati.cli.main import SUBCOMMANDS
+from revati.tune.app import main
+
+no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
+                              reason="revati bench exists: trials no longer fail by design")
+
+
+@pytest.mark.parametrize("args,bad", [
+    (["+model=gpt5"], "unknown model 'gpt5'"),
+    (["+model=llama70b", "sweep=nope"], "unknown sweep 'nope'"),
+    (["+model=llama70b", "parallelism.tensor_parallel_size=3", "sweep=batching"],
+     "tensor_parallel_size=3 does not divide num_attention_heads=64"),
+    (["+model=llama70b", "sweep==tp_pp"], "malformed override 'sweep==tp_pp'"),
+    (["+model=llama70b", "workload.num_prompts=many"], "workload.num_prompts='many'"),
+    (["+model=llama70b", "nokey=3"], "Could not override 'nokey'"),
+    (["sweep=tp_pp"], "no model chosen: add +model=NAME"),
+    (["+model=llama8b", "sweep.objectives.0.metric=speed"], "unknown objective metric 'speed'"),
+    (["+model=llama8b", "sweep=batching", "engine=sglang", "sweep.space=scheduler"],
+     "sweeps 'scheduler.enable_chunked_prefill', which engine 'sglang' has no flag for"),
+    (["+model=llama8b", "sweep=rate_capacity", "sweep.sampler=grid"], "no grid"),
+])
+def test_bad_input_fails_before_any_trial(tmp_path, monkeypatch, capsys, args, bad):
+    # In-process (the console script's own main) to keep these cases fast.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["revati-tune", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("revati-tune: error: ") and bad in lines[0]
+    assert not list(tmp_path.glob("outputs/revati-tune/*/trials/*"))
+
+
+def test_bad_input_from_the_console_script(run_tune, tmp_path):
+    proc = run_tune(tmp_path, "+model=llama70b", "parallelism.tensor_parallel_size=3",
+                    "sweep=batching")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("revati-tune: error: infeasible configuration: "
+                                   "tensor_parallel_size=3 does not divide "
+                                   "num_attention_heads=64 of llama3_70b")
+
+
+def _study(out: Path) -> optuna.Study:
+    [db] = out.glob("outputs/revati-tune/*/optuna.db")
+    [summary] = optuna.get_all_study_summaries(f"sqlite:///{db}")
+    return optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{db}")
+
+
+def _mlflow(out: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{out}/outputs/revati-tune/mlflow.db")
+
+
+@no_bench
+def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
+    args = ["+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10"]
+    first = run_tune(tmp_path, *args)
+    assert first.returncode == 0, first.stderr
+    study = _study(tmp_path)
+    assert study.study_name == "+model=llama70b,sweep=tp_pp,workload.num_prompts=10"
+    trials = study.trials
+    # The whole 4 x 3 grid: 4 configurations infeasible, 8 launched and failed (no bench).
+    assert len(trials) == 12
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(pruned) == 4 and len(failed) == 8
+    reasons = {(t.params["parallelism.tensor_parallel_size"],
+                t.params["parallelism.pipeline_parallel_size"]): t.user_attrs["infeasible_reason"]
+               for t in pruned}
+    assert "max_gpus=8" in reasons[8, 4] and "weights 131.4 GiB" in reasons[1, 1]
+    assert all("bench exited with status" in t.user_attrs["fail_reason"] for t in failed)
+    assert "Infeasible configurations" in first.stdout and "Failed trials" in first.stdout
+    report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
+    assert "none: no trial completed" in report and "bench exited with status" in report
+
+    client = _mlflow(tmp_path)
+    exp = client.get_experiment_by_name("revati-tune")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 12
+    assert parent.data.params["model.name"] == "llama3_70b"
+    assert parent.data.metrics["trials_fail"] == 8
+    for child in children:
+        p = child.data.params
+        assert p["model.config.num_attention_heads"] == "64"
+        assert p["hardware_key"] == "h200_sxm" and p["workload.num_prompts"] == "10"
+        assert child.data.tags["revati.reason"]
+        assert child.info.status == ("KILLED" if child.data.tags["revati.state"] == "PRUNED"
+                                     else "FAILED")
+    failed_run = next(c for c in children if c.data.tags["revati.state"] == "FAIL")
+    artifacts = {a.path for a in client.list_artifacts(failed_run.info.run_id)}
+    assert {"config.yaml", "bench.log", "command.txt"} <= artifacts
+
+    # Same command again: same study, grid already done, no new trial, same parent run.
+    again = run_tune(tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert len(_study(tmp_path).trials) == 12
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    assert len(runs) == 13
+
+
+@no_bench
+def test_raising_the_budget_resumes_a_tpe_study(run_tune, tmp_path):
+    args = ["+model=llama8b", "sweep=batching", "workload.num_prompts=10"]
+    assert run_tune(tmp_path, *args, "sweep.n_trials=3").returncode == 0
+    assert len(_study(tmp_path).trials) == 3
+    proc = run_tune(tmp_path, *args, "sweep.n_trials=5")
+    assert proc.returncode == 0, proc.stderr
+    study = _study(tmp_path)
+    assert isinstance(study.sampler, optuna.samplers.BaseSampler)
+    assert len(study.trials) == 5
+    # A resumed study must not replay the first proposals.
+    params = [json.dumps(t.params, sort_keys=True) for t in study.trials]
+    assert len(set(params)) == len(params)

@@ -1,0 +1,87 @@
+"""Constraint checks prune exactly the configurations the engine would refuse."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from revati.tune.constraints import CONSTRAINTS, check_fixed, first_violation
+from revati.tune.errors import ConfigError
+
+ALL = tuple(CONSTRAINTS)
+
+
+def _with(cfg, **values):
+    for key, value in values.items():
+        OmegaConf.update(cfg, key.replace("__", "."), value)
+    return cfg
+
+
+def test_llama70b_tp_pp_grid_on_h200(make_cfg):
+    infeasible = {}
+    for tp in (1, 2, 4, 8):
+        for pp in (1, 2, 4):
+            cfg = _with(make_cfg("+model=llama70b"), parallelism__tensor_parallel_size=tp,
+                        parallelism__pipeline_parallel_size=pp)
+            infeasible[tp, pp] = first_violation(cfg, ALL)
+    # Over the 8-GPU budget, and 141 GB of bf16 weights on one 141 GB H200.
+    assert {k for k, v in infeasible.items() if v} == {(4, 4), (8, 2), (8, 4), (1, 1)}
+    assert "max_gpus=8" in infeasible[8, 4]
+    assert "weights 131.4 GiB" in infeasible[1, 1]
+
+
+def test_memory_depends_on_the_hardware(make_cfg):
+    # Mixtral-8x7B: 87 GiB of bf16 weights fit one 141 GB H200 but not one 80 GB H100.
+    assert first_violation(make_cfg("+model=mixtral"), ("fits_in_memory",)) is None
+    cfg = make_cfg("+model=mixtral", hardware="h100_sxm")
+    assert "weights 87.0 GiB" in first_violation(cfg, ("fits_in_memory",))
+    cfg = _with(cfg, parallelism__tensor_parallel_size=2)
+    assert first_violation(cfg, ("fits_in_memory",)) is None
+
+
+@pytest.mark.parametrize("model,tp,fragment", [
+    ("llama70b", 3, "does not divide num_attention_heads=64"),
+    ("qwen7b", 8, "does not divide num_attention_heads=28"),   # 28 heads
+    ("qwen7b", 7, "and num_key_value_heads=4 of qwen2_5_7b do not divide"),  # 7 | 28 heads
+])
+def test_tp_must_divide_heads(make_cfg, model, tp, fragment):
+    cfg = _with(make_cfg(f"+model={model}"), parallelism__tensor_parallel_size=tp,
+                parallelism__max_gpus=16)
+    assert fragment in first_violation(cfg, ("tp_divides_heads",))
+
+
+def test_tp_above_kv_heads_replicates(make_cfg):
+    # Qwen2.5-7B has 4 KV heads; TP 4 splits them, and Qwen3-30B-A3B at TP 8 replicates.
+    assert first_violation(_with(make_cfg("+model=qwen7b"), parallelism__tensor_parallel_size=4),
+                           ("tp_divides_heads",)) is None
+    cfg = _with(make_cfg("+model=qwen3_30b"), parallelism__tensor_parallel_size=8)
+    assert first_violation(cfg, ("tp_divides_heads",)) is None
+
+
+def test_pp_must_divide_layers(make_cfg):
+    cfg = _with(make_cfg("+model=qwen7b"), parallelism__pipeline_parallel_size=8)  # 28 layers
+    assert "num_hidden_layers=28" in first_violation(cfg, ("pp_divides_layers",))
+    cfg = _with(cfg, parallelism__pipeline_parallel_size=4)
+    assert first_violation(cfg, ("pp_divides_layers",)) is None
+
+
+def test_batch_token_budget(make_cfg):
+    cfg = _with(make_cfg("+model=llama8b"), scheduler__max_num_seqs=512,
+                scheduler__max_num_batched_tokens=256)
+    assert "below max_num_seqs=512" in first_violation(cfg, ("batch_token_budget",))
+    cfg = _with(cfg, scheduler__max_num_seqs=64, scheduler__max_num_batched_tokens=4096,
+                scheduler__enable_chunked_prefill=False)
+    assert "max_model_len=8192" in first_violation(cfg, ("batch_token_budget",))
+    cfg = _with(cfg, scheduler__enable_chunked_prefill=True)
+    assert first_violation(cfg, ("batch_token_budget",)) is None
+
+
+def test_fixed_settings_are_checked_before_the_sweep(make_cfg):
+    cfg = _with(make_cfg("+model=llama70b"), parallelism__tensor_parallel_size=3)
+    # Sweeping TP: the fixed value does not matter.
+    check_fixed(cfg, ALL, {"parallelism.tensor_parallel_size"})
+    with pytest.raises(ConfigError, match="tensor_parallel_size=3 does not divide"):
+        check_fixed(cfg, ALL, {"scheduler.max_num_seqs"})
+
+
+def test_unknown_constraint(make_cfg):
+    with pytest.raises(ConfigError, match="unknown constraint 'nope'"):
+        first_violation(make_cfg("+model=llama8b"), ("nope",))

@@ -1,0 +1,57 @@
+"""Metrics derived from a benchmark summary and its per-request table."""
+
+import math
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from revati.tune.metrics import is_known_metric, objective_values, trial_metrics
+from revati.tune.trial import TrialError
+
+SUMMARY = {"duration": 10.0, "completed": 4, "output_throughput": 400.0,
+           "total_token_throughput": 2000.0, "p99_ttft_ms": 900.0, "model_id": "x",
+           "num_gpu_blocks": 1000}
+
+
+def test_derived_metrics(make_cfg, tmp_path):
+    cfg = make_cfg("+model=llama8b", "parallelism.tensor_parallel_size=2",
+                   "workload.slo.ttft_ms=1000", "workload.slo.tpot_ms=50")
+    # Requests 1 and 2 meet both SLOs; 3 misses TTFT, 4 misses TPOT.
+    pd.DataFrame({"ttft_ms": [100, 1000, 1001, 10], "tpot_ms": [10, 50, 10, 51]}).to_csv(
+        tmp_path / "requests.csv", index=False)
+    m = trial_metrics(cfg, SUMMARY, tmp_path)
+    assert m["num_gpus"] == 2
+    assert m["goodput"] == pytest.approx(2 / 10.0)
+    assert m["goodput_per_gpu"] == pytest.approx(0.1)
+    assert m["output_throughput_per_gpu"] == 200.0
+    price = cfg.hardware.price_per_gpu_hour_usd
+    assert m["cost_per_million_tokens"] == pytest.approx(2 * price / 3600 / 2000 * 1e6)
+    assert "model_id" not in m and m["num_gpu_blocks"] == 1000
+
+
+def test_goodput_needs_requests(make_cfg, tmp_path):
+    cfg = make_cfg("+model=llama8b")
+    m = trial_metrics(cfg, SUMMARY, tmp_path)
+    assert "goodput" not in m
+    objectives = OmegaConf.create([{"metric": "goodput_per_gpu", "direction": "maximize"}])
+    with pytest.raises(TrialError, match="no finite 'goodput_per_gpu'"):
+        objective_values(m, objectives)
+    pd.DataFrame({"ttft": [1.0]}).to_csv(tmp_path / "requests.csv", index=False)
+    with pytest.raises(TrialError, match="lacks the ttft_ms/tpot_ms"):
+        trial_metrics(cfg, SUMMARY, tmp_path)
+
+
+def test_nan_objective_fails(make_cfg):
+    objectives = OmegaConf.create([{"metric": "p99_ttft_ms", "direction": "minimize"}])
+    with pytest.raises(TrialError):
+        objective_values({"p99_ttft_ms": math.nan}, objectives)
+    assert objective_values({"p99_ttft_ms": 3.0}, objectives) == [3.0]
+
+
+@pytest.mark.parametrize("name,known", [("p99_ttft_ms", True), ("median_e2el_ms", True),
+                                        ("p99.9_itl_ms", True), ("goodput_per_gpu", True),
+                                        ("output_throughput", True), ("p99_ttft", False),
+                                        ("throughput", False)])
+def test_known_metrics(name, known):
+    assert is_known_metric(name) is known

@@ -1,0 +1,50 @@
+"""Search-space files: parsing, grids, suggestions, and rejection of malformed spaces."""
+
+import optuna
+import pytest
+
+from revati.tune.errors import ConfigError
+from revati.tune.space import SPACES_DIR, load_space
+
+REQUIRED = {"tp_pp", "batching", "scheduler", "rate_capacity"}
+
+
+def test_required_spaces_exist_and_load():
+    assert REQUIRED <= {p.stem for p in SPACES_DIR.glob("*.yaml")}
+    for name in REQUIRED:
+        space = load_space(name)
+        assert space.params and space.constraints
+
+
+def test_grids():
+    assert load_space("tp_pp").grid_size() == 12
+    assert load_space("scheduler").grid_size() == 16
+    assert load_space("batching").grid_size() == 7 * 32
+    assert load_space("rate_capacity").grid() is None  # request rate is continuous
+
+
+def test_suggestions_stay_in_the_space():
+    space = load_space("rate_capacity")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(20):
+        params = space.suggest(study.ask())
+        assert 0.5 <= params["workload.request_rate"] <= 64.0
+        assert params["parallelism.tensor_parallel_size"] in (1, 2, 4, 8)
+
+
+def test_unknown_space_names_the_value():
+    with pytest.raises(ConfigError, match="unknown search space 'nope'.*tp_pp"):
+        load_space("nope")
+
+
+@pytest.mark.parametrize("body,match", [
+    ("params: {}\n", "has no params"),
+    ("params:\n  a.b: {low: 5, high: 1}\n", "low <= high"),
+    ("params:\n  a.b: {choices: [1], typo: 2}\n", "unknown field.*typo"),
+    ("params:\n  a.b: 3\n", "must be a mapping"),
+])
+def test_malformed_space_files(tmp_path, body, match):
+    path = tmp_path / "bad.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=match):
+        load_space(str(path))
