@@ -35,5 +35,8 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper().replace("WARN", "WARNING"),
                         format="revati: %(message)s")
     opts = RunOptions(command=cmd, trace=args.trace, log_level=args.log_level,
-                      deadlock_timeout_s=args.deadlock_timeout)
+                      deadlock_timeout_s=args.deadlock_timeout, timekeeper=args.timekeeper)
+    if args.timekeeper and args.trace:
+        print("revati run: --trace belongs to the shared timekeeper (revati timekeeper --trace)")
+        return 2
     return run(opts)

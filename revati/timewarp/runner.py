@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from revati.timewarp.native import time_shim_path
+from revati.timewarp.server import RemoteTimekeeper
 from revati.timewarp.timekeeper import Timekeeper
 from revati.timewarp.trace import merge_trace
 
@@ -36,6 +37,7 @@ class RunOptions:
     trace: Path | None = None
     log_level: str = "warn"
     deadlock_timeout_s: float = 30.0
+    timekeeper: str | None = None  # address of a shared `revati timekeeper`
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -95,7 +97,7 @@ def _reap(child: int) -> int | None:
             status = st
 
 
-def _kill_all(tk: Timekeeper, child: int) -> None:
+def _kill_all(tk: Timekeeper | RemoteTimekeeper, child: int) -> None:
     """End every process of the run: SIGTERM, a grace period, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         victims = _descendants() | set(tk.pids())
@@ -116,8 +118,12 @@ def _kill_all(tk: Timekeeper, child: int) -> None:
 
 
 def run(opts: RunOptions) -> int:
-    trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
-    tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s)
+    trace_dir = None
+    if opts.timekeeper:
+        tk: Timekeeper | RemoteTimekeeper = RemoteTimekeeper(opts.timekeeper)
+    else:
+        trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
+        tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s)
     _set_subreaper()
     forwarded: list[int] = []
     child = -1
@@ -153,7 +159,7 @@ def run(opts: RunOptions) -> int:
                 except InterruptedError:
                     pass
                 status = _reap(child)
-                if status is None and tk.deadlocked.is_set():
+                if status is None and tk.deadlocked:
                     report = "\n  ".join(str(t) for t in tk.threads())
                     print(f"revati run: deadlock: every emulated thread waits with no deadline "
                           f"and nothing in flight:\n  {report}", file=sys.stderr)

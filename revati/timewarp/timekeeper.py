@@ -11,6 +11,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,9 @@ class Timekeeper:
     """One virtual clock. Processes attach through the REVATI_SHM environment variable."""
 
     def __init__(self, trace_dir: Path | None = None, deadlock_timeout_s: float = 30.0,
-                 stall_s: float = 0.02) -> None:
+                 stall_s: float = 0.02, restart: bool = False) -> None:
+        """restart: keep deciding jumps after a deadlock was detected (a shared server
+        reports it to its clients and carries on); otherwise the loop ends there."""
         self.lib = timekeeper_lib()
         shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         self.segment = shm_dir / f"revati-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -58,7 +61,9 @@ class Timekeeper:
             raise OSError(-rc, f"cannot create the Timekeeper segment {self.segment}")
         self.deadlock_timeout_s = deadlock_timeout_s
         self.stall_s = stall_s
-        self.deadlocked = threading.Event()
+        self.restart = restart
+        self._deadlock_at: float | None = None
+        self._stopping = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -66,11 +71,23 @@ class Timekeeper:
         self._thread.start()
 
     def _loop(self) -> None:
-        rc = self.lib.rv_tk_run(int(self.deadlock_timeout_s * 1e9), int(self.stall_s * 1e9))
-        if rc == TK_DEADLOCK:
-            self.deadlocked.set()
+        while True:
+            rc = self.lib.rv_tk_run(int(self.deadlock_timeout_s * 1e9), int(self.stall_s * 1e9))
+            if rc != TK_DEADLOCK:
+                return
+            self._deadlock_at = time.monotonic()
+            if not self.restart or self._stopping:
+                return
+
+    @property
+    def deadlocked(self) -> bool:
+        return self._deadlock_at is not None
+
+    def deadlock_seen_within(self, seconds: float) -> bool:
+        return self._deadlock_at is not None and time.monotonic() - self._deadlock_at < seconds
 
     def stop(self) -> None:
+        self._stopping = True
         self.lib.rv_tk_stop()
         if self._thread:
             self._thread.join(timeout=5)

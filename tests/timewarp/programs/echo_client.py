@@ -1,4 +1,5 @@
-"""Sends COUNT requests one after another to echo_server.py and prints the round trips."""
+"""Sends COUNT requests one after another to echo_server.py (started here, or already
+listening on the PORT given) and prints the round trips."""
 
 import json
 import socket
@@ -10,14 +11,18 @@ from pathlib import Path
 import zmq
 
 transport, delay, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-probe = socket.socket()
-probe.bind(("127.0.0.1", 0))
-port = probe.getsockname()[1]
-probe.close()
-server = subprocess.Popen(
-    [sys.executable, str(Path(__file__).with_name("echo_server.py")), transport, str(port), delay,
-     str(count)], stdout=subprocess.PIPE, text=True)
-assert server.stdout.readline().strip() == "ready"
+server = None
+if len(sys.argv) > 4:  # a server someone else started
+    port = int(sys.argv[4])
+else:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("echo_server.py")), transport, str(port),
+         delay, str(count)], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
 rtts = []
 if transport == "tcp":
     f = socket.create_connection(("127.0.0.1", port)).makefile("rwb", buffering=0)
@@ -34,5 +39,6 @@ else:
         s.send(b"%d" % i)
         s.recv()
         rtts.append(time.perf_counter() - a)
-server.wait()
+if server:
+    server.wait()
 print(json.dumps({"rtts": rtts}))
