@@ -5,6 +5,9 @@ output for editable installs (`pip install -e .` leaves a working shim); only th
 file name differs from a Python extension.
 """
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -24,8 +27,14 @@ class BuildNative(build_ext):
     def get_export_symbols(self, ext: Extension) -> list[str]:
         return []  # no PyInit_* symbol: these are not Python modules
 
+    def build_extension(self, ext: Extension) -> None:
+        # the device libraries link against librevati_time/_predict, built just before them
+        ext.library_dirs.append(str(Path(self.get_ext_fullpath(ext.name)).parent))
+        super().build_extension(ext)
 
-def native_lib(name: str, sources: list[str], libs: list[str], extra_link: list[str] = ()) -> Extension:
+
+def native_lib(name: str, sources: list[str], libs: list[str], extra_link: list[str] = (),
+               include_dirs: list[str] = ()) -> Extension:
     return Extension(
         f"revati.native.{name}",
         sources=[str(NATIVE / s) for s in sources],
@@ -33,13 +42,26 @@ def native_lib(name: str, sources: list[str], libs: list[str], extra_link: list[
         extra_compile_args=CFLAGS,
         libraries=libs,
         extra_link_args=list(extra_link),
+        include_dirs=list(include_dirs),
     )
+
+
+# Device shim: the CUDA driver tables are generated from the CUDA 13 headers.
+CUDA_INCLUDE = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0"), "include")
+subprocess.check_call([sys.executable, str(NATIVE / "gen_cuda.py"), str(NATIVE), CUDA_INCLUDE])
+CUDA_SOURCES = ["cuda.c", "cuda_memory.c", "cuda_stream.c", "darkapi.c", "cuda_spec.c",
+                "cuda_stubs.gen.c", "cuda_ptds.gen.c", "cuda_enums.gen.c"]
 
 
 setup(
     ext_modules=[
         native_lib("librevati_time", ["core.c", "timeshim.c", "timekeeper.c"], ["dl", "pthread", "rt"]),
         native_lib("librevati_predict", ["predict.c"], ["dl", "pthread", "m"]),
+        native_lib("librevati_cuda", CUDA_SOURCES,
+                   ["revati_time", "revati_predict", "dl", "pthread"],
+                   ["-Wl,-soname,libcuda.so.1", "-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
+        native_lib("librevati_nvml", ["nvml.c", "cuda_spec.c"], ["revati_time", "pthread"],
+                   ["-Wl,-soname,libnvidia-ml.so.1", "-Wl,-rpath,$ORIGIN"]),
     ],
     cmdclass={"build_ext": BuildNative},
 )

@@ -1,0 +1,91 @@
+"""Environment of a process that runs on emulated GPUs.
+
+The device shim is built as revati/native/librevati_cuda.so (SONAME libcuda.so.1) and
+librevati_nvml.so (SONAME libnvidia-ml.so.1). CUDA libraries find the driver by
+dlopen("libcuda.so.1"), so the process needs a directory on LD_LIBRARY_PATH holding files
+of those exact names; we make one per run under the workdir, of symlinks, rather than
+shipping files named like the real driver inside the package. The unversioned names are
+there for Triton, which links its launcher stubs with -lcuda.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from revati.device.spec import load_spec, write_flat
+
+NATIVE_DIR = pathlib.Path(__file__).resolve().parents[1] / "native"
+
+# built library -> names it must be found under. The device libraries find the core and
+# the predictor through $ORIGIN, which is the directory of the link, not of its target,
+# so those two are linked under their own names.
+_LIBRARY_NAMES = {
+    "librevati_cuda.so": ("libcuda.so.1", "libcuda.so"),
+    "librevati_nvml.so": ("libnvidia-ml.so.1", "libnvidia-ml.so"),
+    "librevati_time.so": ("librevati_time.so",),
+    "librevati_predict.so": ("librevati_predict.so",),
+}
+
+
+class ShimNotBuiltError(RuntimeError):
+    """The native device shim has not been compiled (pip install -e . builds it)."""
+
+
+def _link(target: pathlib.Path, link: pathlib.Path) -> None:
+    if link.is_symlink() or link.exists():
+        if link.resolve() == target.resolve():
+            return
+        link.unlink()
+    link.symlink_to(target)
+
+
+def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
+    """Directory with libcuda.so.1 / libnvidia-ml.so.1 pointing at the built shim."""
+    lib = workdir / "lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    for built, names in _LIBRARY_NAMES.items():
+        target = NATIVE_DIR / built
+        if not target.is_file():
+            raise ShimNotBuiltError(
+                f"{target} is missing; build the native shim with `pip install -e .`")
+        for name in names:
+            _link(target, lib / name)
+    return lib
+
+
+def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
+    """Variables to add to a child's environment so it sees `gpus` GPUs of `hardware`.
+
+    LD_LIBRARY_PATH holds only our directory: the caller prepends it to any existing value.
+    """
+    spec = load_spec(hardware)
+    if not 1 <= gpus <= spec.gpus_per_node:
+        raise ValueError(f"{hardware}: gpus must be 1..{spec.gpus_per_node}, got {gpus}")
+    workdir = pathlib.Path(workdir).resolve()
+    spec_file = write_flat(spec, workdir / f"hw_{spec.key}.spec")
+    lib = driver_dir(workdir)
+    return {
+        "LD_LIBRARY_PATH": str(lib),
+        "REVATI_HW_SPEC": str(spec_file),
+        "REVATI_GPUS": str(gpus),
+        # Triton otherwise asks `ldconfig -p` where libcuda is, which finds no driver here.
+        "TRITON_LIBCUDA_PATH": str(lib),
+    }
+
+
+def apply_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """Merge `extra` into a copy of `base`, prepending to path-like variables."""
+    out = dict(base)
+    for key, value in extra.items():
+        if key in ("LD_LIBRARY_PATH", "LD_PRELOAD") and out.get(key):
+            sep = ":" if key == "LD_LIBRARY_PATH" else " "
+            out[key] = value + sep + out[key]
+        else:
+            out[key] = value
+    return out
+
+
+def current_env_with(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
+    """os.environ plus the emulated-device variables (for tests and `revati doctor`)."""
+    return apply_env(dict(os.environ), emulated_device_env(hardware, gpus, workdir))

@@ -1,0 +1,216 @@
+"""Hardware specs of emulated GPUs: loading, validation, and the flat file the shim reads.
+
+A spec is one YAML file in conf/hardware/ (a Hydra config group, so `hardware=h200_sxm`
+selects it in the tuner too). The native shim cannot parse YAML, so `write_flat` turns a
+spec into "key value" lines (REVATI_HW_SPEC points at that file). Every figure has one
+source: the device attributes that restate a top-level field (SM count, clocks, L2, shared
+memory limits, compute capability) are derived here, never written twice in the YAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+CONF_DIR = pathlib.Path(__file__).resolve().parents[2] / "conf" / "hardware"
+
+# Keys of `peak_flops`, in the order the predictor's roofline reads them.
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+# Device attributes computed from top-level fields: name -> function of the spec.
+_DERIVED_ATTRIBUTES = {
+    "MULTIPROCESSOR_COUNT": lambda s: s.sm_count,
+    "CLOCK_RATE": lambda s: s.clock_khz,
+    "MEMORY_CLOCK_RATE": lambda s: s.memory_clock_khz,
+    "GLOBAL_MEMORY_BUS_WIDTH": lambda s: s.memory_bus_width,
+    "L2_CACHE_SIZE": lambda s: s.l2_bytes,
+    "COMPUTE_CAPABILITY_MAJOR": lambda s: s.compute_capability[0],
+    "COMPUTE_CAPABILITY_MINOR": lambda s: s.compute_capability[1],
+    "MAX_SHARED_MEMORY_PER_BLOCK": lambda s: s.shared_memory["per_block"],
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": lambda s: s.shared_memory["per_block_optin"],
+    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": lambda s: s.shared_memory["per_sm"],
+    "RESERVED_SHARED_MEMORY_PER_BLOCK": lambda s: s.shared_memory["reserved_per_block"],
+    "GPU_PCI_DEVICE_ID": lambda s: s.pci_device_id,
+    "GPU_PCI_SUBSYSTEM_ID": lambda s: s.pci_subsystem_id,
+}
+# Per-device attributes the shim computes itself (they differ between the GPUs of a node).
+PER_DEVICE_ATTRIBUTES = ("PCI_BUS_ID", "PCI_DEVICE_ID", "PCI_DOMAIN_ID", "MULTI_GPU_BOARD_GROUP_ID")
+
+
+class UnknownHardwareError(ValueError):
+    """A hardware name with no spec in conf/hardware/."""
+
+
+class SpecError(ValueError):
+    """A spec file that is missing a field or holds an invalid value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareSpec:
+    key: str                      # file stem, e.g. "h200_sxm"
+    name: str                     # what NVML and cudaGetDeviceProperties report
+    measured: bool
+    compute_capability: tuple[int, int]
+    sm_count: int
+    memory_bytes: int
+    context_reserved_bytes: int   # what a CUDA context takes from free memory
+    clock_khz: int
+    memory_clock_khz: int
+    memory_bus_width: int
+    l2_bytes: int
+    shared_memory: Mapping[str, int]
+    peak_flops: Mapping[str, float]
+    hbm_bytes_per_s: float
+    nvlink_bytes_per_s: float
+    nvlink_links: int
+    pcie_bytes_per_s: float
+    pcie_generation: int
+    pcie_link_width: int
+    launch_overhead_ns: int
+    price_per_gpu_hour_usd: float
+    power_limit_mw: int
+    pci_device_id: int
+    pci_subsystem_id: int
+    architecture: str
+    gpus_per_node: int
+    interconnect: str
+    pci_bus_ids: tuple[int, ...]
+    attributes: Mapping[str, int]
+
+    def device_attributes(self) -> dict[str, int]:
+        """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
+        return {**self.attributes, **{k: int(f(self)) for k, f in _DERIVED_ATTRIBUTES.items()}}
+
+
+def known_hardware(conf_dir: pathlib.Path = CONF_DIR) -> list[str]:
+    return sorted(p.stem for p in conf_dir.glob("*.yaml"))
+
+
+def load_spec(hardware: str, conf_dir: pathlib.Path = CONF_DIR) -> HardwareSpec:
+    path = conf_dir / f"{hardware}.yaml"
+    if not path.is_file():
+        known = ", ".join(known_hardware(conf_dir)) or "(none)"
+        raise UnknownHardwareError(f"unknown hardware {hardware!r}; known: {known}")
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: not a mapping")
+    return _from_dict(hardware, raw, path)
+
+
+def _need(raw: Mapping[str, Any], key: str, path: pathlib.Path) -> Any:
+    if key not in raw:
+        raise SpecError(f"{path}: missing field {key!r}")
+    return raw[key]
+
+
+def _positive(value: Any, what: str, path: pathlib.Path, kind: type = int) -> Any:
+    try:
+        v = kind(float(value)) if kind is int and isinstance(value, str) else kind(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{path}: {what} is not a number: {value!r}") from None
+    if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+        raise SpecError(f"{path}: {what} must be positive, got {value!r}")
+    return v
+
+
+def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> HardwareSpec:
+    def num(field: str, kind: type = int) -> Any:
+        return _positive(_need(raw, field, path), field, path, kind)
+
+    cc = _need(raw, "compute_capability", path)
+    if not (isinstance(cc, list) and len(cc) == 2 and all(isinstance(x, int) for x in cc)):
+        raise SpecError(f"{path}: compute_capability must be [major, minor]")
+    flops = _need(raw, "peak_flops", path)
+    missing = [d for d in DTYPES if d not in flops]
+    if missing:
+        raise SpecError(f"{path}: peak_flops lacks {', '.join(missing)}")
+    shared = _need(raw, "shared_memory", path)
+    for k in ("per_block", "per_block_optin", "per_sm", "reserved_per_block"):
+        _positive(_need(shared, k, path), f"shared_memory.{k}", path)
+    topo = _need(raw, "topology", path)
+    bus_ids = tuple(int(b) for b in _need(topo, "pci_bus_ids", path))
+    gpus_per_node = _positive(_need(topo, "gpus_per_node", path), "gpus_per_node", path)
+    if len(bus_ids) != gpus_per_node or len(set(bus_ids)) != len(bus_ids):
+        raise SpecError(f"{path}: topology.pci_bus_ids needs {gpus_per_node} distinct ids")
+    attributes = {str(k): int(v) for k, v in (_need(raw, "attributes", path) or {}).items()}
+    clash = sorted(set(attributes) & (set(_DERIVED_ATTRIBUTES) | set(PER_DEVICE_ATTRIBUTES)))
+    if clash:
+        raise SpecError(f"{path}: attributes {clash} are derived; set the top-level field")
+    measured = _need(raw, "measured", path)
+    if not isinstance(measured, bool):
+        raise SpecError(f"{path}: measured must be true or false")
+    return HardwareSpec(
+        key=key,
+        name=str(_need(raw, "name", path)),
+        measured=measured,
+        compute_capability=(cc[0], cc[1]),
+        sm_count=num("sm_count"),
+        memory_bytes=num("memory_bytes"),
+        context_reserved_bytes=num("context_reserved_bytes"),
+        clock_khz=num("clock_khz"),
+        memory_clock_khz=num("memory_clock_khz"),
+        memory_bus_width=num("memory_bus_width"),
+        l2_bytes=num("l2_bytes"),
+        shared_memory={k: int(v) for k, v in shared.items()},
+        peak_flops={d: _positive(flops[d], f"peak_flops.{d}", path, float) for d in DTYPES},
+        hbm_bytes_per_s=num("hbm_bytes_per_s", float),
+        nvlink_bytes_per_s=num("nvlink_bytes_per_s", float),
+        nvlink_links=num("nvlink_links"),
+        pcie_bytes_per_s=num("pcie_bytes_per_s", float),
+        pcie_generation=num("pcie_generation"),
+        pcie_link_width=num("pcie_link_width"),
+        launch_overhead_ns=num("launch_overhead_ns"),
+        price_per_gpu_hour_usd=num("price_per_gpu_hour_usd", float),
+        power_limit_mw=num("power_limit_mw"),
+        pci_device_id=num("pci_device_id"),
+        pci_subsystem_id=num("pci_subsystem_id"),
+        architecture=str(_need(raw, "architecture", path)),
+        gpus_per_node=gpus_per_node,
+        interconnect=str(_need(topo, "interconnect", path)),
+        pci_bus_ids=bus_ids,
+        attributes=attributes,
+    )
+
+
+def flat_lines(spec: HardwareSpec) -> list[str]:
+    """The "key value" lines of the shim's spec file (the C side reads these names)."""
+    scalar = {
+        "name": spec.name,
+        "sm_count": spec.sm_count,
+        "memory_bytes": spec.memory_bytes,
+        "context_reserved_bytes": spec.context_reserved_bytes,
+        **{f"peak_flops.{d}": repr(float(spec.peak_flops[d])) for d in DTYPES},
+        "hbm_bytes_per_s": repr(float(spec.hbm_bytes_per_s)),
+        "nvlink_bytes_per_s": repr(float(spec.nvlink_bytes_per_s)),
+        "pcie_bytes_per_s": repr(float(spec.pcie_bytes_per_s)),
+        "launch_overhead_ns": spec.launch_overhead_ns,
+        "cc_major": spec.compute_capability[0],
+        "cc_minor": spec.compute_capability[1],
+        "clock_khz": spec.clock_khz,
+        "memory_clock_khz": spec.memory_clock_khz,
+        "memory_bus_width": spec.memory_bus_width,
+        "l2_bytes": spec.l2_bytes,
+        "nvlink_links": spec.nvlink_links,
+        "pcie_generation": spec.pcie_generation,
+        "pcie_link_width": spec.pcie_link_width,
+        "power_limit_mw": spec.power_limit_mw,
+        "pci_device_id": spec.pci_device_id,
+        "pci_subsystem_id": spec.pci_subsystem_id,
+        "architecture": spec.architecture,
+        "gpus_per_node": spec.gpus_per_node,
+    }
+    lines = [f"{k} {v}" for k, v in scalar.items()]
+    lines += [f"pci_bus_id.{i} {b}" for i, b in enumerate(spec.pci_bus_ids)]
+    lines += [f"attr.{k} {v}" for k, v in sorted(spec.device_attributes().items())]
+    return lines
+
+
+def write_flat(spec: HardwareSpec, path: pathlib.Path) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(flat_lines(spec)) + "\n")
+    return path

@@ -1,0 +1,87 @@
+/* Shared state of the emulated CUDA driver (librevati_cuda.so, SONAME libcuda.so.1).
+ *
+ * cuda.c         initialisation, devices, contexts, modules/kernels, cuGetProcAddress
+ * cuda_memory.c  split-state device memory, host memory, copies, memsets, pointer queries
+ * cuda_stream.c  streams, events, launches, graphs: per-stream virtual timelines
+ * darkapi.c      cuGetExportTable: the private tables cudart/cuBLAS need
+ * cuda_spec.c    the node spec shared with NVML
+ * generated      weak logging stubs for every other entry point, the versioned
+ *                cuGetProcAddress table, per-thread-stream variants (gen_cuda.py)
+ */
+#ifndef REVATI_CUDA_INTERNAL_H
+#define REVATI_CUDA_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "cuda_spec.h"
+#include "predict.h"
+
+/* Internal helpers shared by the cuda*.c files stay hidden... */
+#pragma GCC visibility push(hidden)
+
+#define RV_ATTR_MAX 256
+
+/* ---- cuda.c ------------------------------------------------------------------- */
+struct rv_ctx {
+    uint32_t magic;
+    int dev;                 /* visible ordinal */
+    unsigned flags;
+    int refcount;
+    bool primary;
+    unsigned long long id;
+    size_t limits[16];
+};
+struct rv_func {
+    uint32_t magic;
+    char *name;
+    struct rv_module *mod;
+    int attrs[32];
+    struct rv_func *next;
+};
+
+extern pthread_mutex_t rv_cuda_lock;
+bool rv_cuda_ready(void);                       /* cuInit succeeded */
+int rv_ndev(void);                              /* visible devices */
+int rv_phys(int dev);                           /* visible ordinal -> physical index */
+struct rv_ctx *rv_current_ctx(void);
+int rv_current_dev(void);                       /* device of the current context, else 0 */
+struct rv_ctx *rv_primary_ctx(int dev);
+const char *rv_func_name(CUfunction f);         /* mangled name, "?" if not ours */
+int rv_attr(int attribute, int dev, bool *known);
+CUresult rv_unimplemented(const char *name);    /* logs once, NOT_SUPPORTED */
+/* A persistent copy of a formatted name (rv_log_once keeps the pointer it is given). */
+const char *rv_intern(const char *s);
+
+/* ---- cuda_memory.c ------------------------------------------------------------ */
+CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev);
+CUresult rv_dev_free(CUdeviceptr dp);
+int rv_ptr_device(uintptr_t p);                 /* -1: not device memory */
+size_t rv_dev_used(int dev);
+
+/* ---- cuda_stream.c ------------------------------------------------------------ */
+/* Append one operation to a stream's timeline (or to the graph it is capturing). */
+CUresult rv_enqueue(CUstream s, const struct rv_launch *l, const char *name);
+/* Block until everything queued on a stream so far is complete (virtual time). */
+CUresult rv_stream_sync(CUstream s, const char *call);
+/* Queue a copy/memset on `s` and, when `sync`, wait for it (blocking copies). */
+CUresult rv_enqueue_transfer(CUstream s, int op, int64_t bytes, int copy_kind, bool sync,
+                             const char *call);
+CUresult rv_check_stream(CUstream s);
+int rv_stream_device(CUstream s);
+void rv_cuda_per_thread_begin(void);
+void rv_cuda_per_thread_end(void);
+
+#define RV_MAGIC_CTX 0x52564358u
+#define RV_MAGIC_FUNC 0x52564655u
+
+#pragma GCC visibility pop
+/* ...while every non-static function a cuda*.c file defines after including this header
+ * is a driver entry point, exported under its exact symbol name (the build hides
+ * everything else by default). */
+#pragma GCC visibility push(default)
+
+#endif

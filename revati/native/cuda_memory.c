@@ -1,0 +1,514 @@
+/* Split-state device memory (DESIGN.md 1.2).
+ *
+ * Each emulated GPU is one MAP_NORESERVE reservation of its full capacity: allocations are
+ * address space only, so weights, KV cache and activations cost no RAM. Device pointers
+ * are host addresses, so what the host can observe (H2D metadata, D2H read-backs, memsets
+ * of small buffers) is kept in real pages and round-trips exactly. Bulk device-to-device
+ * copies and non-zero memsets above RV_REAL_DATA_LIMIT would only produce values that no
+ * kernel computes anyway, and would cost RAM, so they are timed but not performed. */
+#include "cuda_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define RV_ALIGN 512u
+#define RV_REAL_DATA_LIMIT (64u << 20)
+
+/* ---- per-device heap: first fit over an address-ordered block list ------------------ */
+struct block { uintptr_t start; size_t size; bool free; struct block *next; };
+struct heap { char *base; size_t size; size_t used; struct block *blocks; };
+static struct heap g_heap[RV_MAX_GPUS];
+static pthread_mutex_t g_mem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool heap_init(int dev) {
+    struct heap *h = &g_heap[dev];
+    if (h->base) return true;
+    size_t size = rv_node()->memory_bytes;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        rv_log(RV_ERROR, "cannot reserve %zu bytes of address space for GPU %d", size, dev);
+        return false;
+    }
+    h->base = p;
+    h->size = size;
+    h->blocks = calloc(1, sizeof *h->blocks);
+    *h->blocks = (struct block){(uintptr_t)p, size, true, NULL};
+    return true;
+}
+
+/* Capacity the allocator may hand out: what cuMemGetInfo calls total minus the context. */
+static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->context_reserved_bytes; }
+
+CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev) {
+    if (!dp) return CUDA_ERROR_INVALID_VALUE;
+    if (!size) return CUDA_ERROR_INVALID_VALUE;
+    size_t sz = (size + RV_ALIGN - 1) & ~(size_t)(RV_ALIGN - 1);
+    pthread_mutex_lock(&g_mem_lock);
+    struct heap *h = &g_heap[dev];
+    if (!heap_init(dev) || h->used + sz > capacity()) {
+        pthread_mutex_unlock(&g_mem_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (struct block *b = h->blocks; b; b = b->next) {
+        if (!b->free || b->size < sz) continue;
+        if (b->size > sz) {
+            struct block *rest = calloc(1, sizeof *rest);
+            *rest = (struct block){b->start + sz, b->size - sz, true, b->next};
+            b->next = rest;
+            b->size = sz;
+        }
+        b->free = false;
+        h->used += sz;
+        *dp = (CUdeviceptr)b->start;
+        pthread_mutex_unlock(&g_mem_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+int rv_ptr_device(uintptr_t p) {
+    for (int d = 0; d < RV_MAX_GPUS; d++)
+        if (g_heap[d].base && p >= (uintptr_t)g_heap[d].base && p < (uintptr_t)g_heap[d].base + g_heap[d].size)
+            return d;
+    return -1;
+}
+
+static struct block *find_block(uintptr_t p, int dev) {
+    for (struct block *b = g_heap[dev].blocks; b; b = b->next)
+        if (!b->free && p >= b->start && p < b->start + b->size) return b;
+    return NULL;
+}
+
+/* Give touched pages back to the OS so freed memory costs no RAM. */
+static void drop_pages(uintptr_t start, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (start + page - 1) & ~(uintptr_t)(page - 1), e = (start + size) & ~(uintptr_t)(page - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+CUresult rv_dev_free(CUdeviceptr dp) {
+    if (!dp) return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mem_lock);
+    int dev = rv_ptr_device(dp);
+    struct block *prev = NULL;
+    for (struct block *b = dev >= 0 ? g_heap[dev].blocks : NULL; b; prev = b, b = b->next) {
+        if (b->free || b->start != dp) continue;
+        b->free = true;
+        g_heap[dev].used -= b->size;
+        drop_pages(b->start, b->size);
+        if (b->next && b->next->free) {
+            struct block *n = b->next;
+            b->size += n->size;
+            b->next = n->next;
+            free(n);
+        }
+        if (prev && prev->free) {
+            prev->size += b->size;
+            prev->next = b->next;
+            free(b);
+        }
+        pthread_mutex_unlock(&g_mem_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+size_t rv_dev_used(int dev) { return g_heap[dev].used; }
+
+#define NEED_CTX() do { if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED; if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t size) { NEED_CTX(); return rv_dev_alloc(dp, size, rv_current_dev()); }
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t width, size_t height, unsigned elem) {
+    NEED_CTX();
+    if (!pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
+    *pitch = (width + RV_ALIGN - 1) & ~(size_t)(RV_ALIGN - 1);
+    return rv_dev_alloc(dp, *pitch * height, rv_current_dev());
+}
+CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t size, unsigned flags) { NEED_CTX(); return rv_dev_alloc(dp, size, rv_current_dev()); }
+CUresult cuMemFree_v2(CUdeviceptr dp) { return rv_dev_free(dp); }
+CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t size, CUstream s) {
+    NEED_CTX();
+    CUresult r = rv_check_stream(s);
+    return r ? r : rv_dev_alloc(dp, size, rv_stream_device(s));
+}
+CUresult cuMemFreeAsync(CUdeviceptr dp, CUstream s) { CUresult r = rv_check_stream(s); return r ? r : rv_dev_free(dp); }
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t size, CUmemoryPool pool, CUstream s) { return cuMemAllocAsync(dp, size, s); }
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    NEED_CTX();
+    int dev = rv_current_dev();
+    if (total) *total = rv_node()->memory_bytes;
+    if (free_bytes) *free_bytes = capacity() - rv_dev_used(dev);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    pthread_mutex_lock(&g_mem_lock);
+    int dev = rv_ptr_device(p);
+    struct block *b = dev >= 0 ? find_block(p, dev) : NULL;
+    pthread_mutex_unlock(&g_mem_lock);
+    if (!b) return CUDA_ERROR_NOT_FOUND;
+    if (base) *base = b->start;
+    if (size) *size = b->size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- virtual memory management: reservations come from the device heap, and mapping
+ * is bookkeeping because the heap is already readable and writable. ------------------ */
+struct mapping { CUdeviceptr p; size_t size; CUmemGenericAllocationHandle h; struct mapping *next; };
+struct phys_alloc { size_t size; CUmemAllocationProp prop; };
+static struct mapping *g_maps;
+#define RV_GRANULARITY (2u << 20)
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags o) {
+    if (!g || !prop) return CUDA_ERROR_INVALID_VALUE;
+    *g = RV_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags) {
+    if (!ptr || !size) return CUDA_ERROR_INVALID_VALUE;
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!align) align = RV_GRANULARITY;
+    CUdeviceptr base;
+    /* over-allocate so an aligned start exists; the block is freed as a whole */
+    CUresult r = rv_dev_alloc(&base, size + align, rv_current_dev());
+    if (r) return r;
+    if (base % align) {
+        rv_dev_free(base);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = base;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) { return rv_dev_free(p); }
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, unsigned long long flags) {
+    if (!h || !prop || !size || size % RV_GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    struct phys_alloc *a = calloc(1, sizeof *a);
+    a->size = size;
+    a->prop = *prop;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)a;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags) {
+    if (!p || !h) return CUDA_ERROR_INVALID_VALUE;
+    struct mapping *m = calloc(1, sizeof *m);
+    *m = (struct mapping){p, size, h, NULL};
+    pthread_mutex_lock(&g_mem_lock);
+    m->next = g_maps;
+    g_maps = m;
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+    pthread_mutex_lock(&g_mem_lock);
+    for (struct mapping **mp = &g_maps; *mp; mp = &(*mp)->next) {
+        if ((*mp)->p != p) continue;
+        struct mapping *m = *mp;
+        *mp = m->next;
+        free(m);
+        pthread_mutex_unlock(&g_mem_lock);
+        drop_pages(p, size);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, size_t n) { return d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemGetAccess(unsigned long long *f, const CUmemLocation *l, CUdeviceptr p) { *f = CU_MEM_ACCESS_FLAGS_PROT_READWRITE; return CUDA_SUCCESS; }
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h) {
+    if (!prop || !h) return CUDA_ERROR_INVALID_VALUE;
+    *prop = ((struct phys_alloc *)(uintptr_t)h)->prop;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+    pthread_mutex_lock(&g_mem_lock);
+    for (struct mapping *m = g_maps; m; m = m->next)
+        if ((uintptr_t)addr >= m->p && (uintptr_t)addr < m->p + m->size) {
+            *h = m->h;
+            pthread_mutex_unlock(&g_mem_lock);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- memory pools: a pool is a set of attributes; memory comes from the heap -------- */
+struct pool { int dev; CUmemPoolProps props; cuuint64_t release_threshold; };
+static struct pool g_default_pool[RV_MAX_GPUS];
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
+    struct pool *p = calloc(1, sizeof *p);
+    p->props = *props;
+    p->dev = props->location.id;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemPoolDestroy(CUmemoryPool pool) { return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    if (d < 0 || d >= rv_ndev()) return CUDA_ERROR_INVALID_DEVICE;
+    g_default_pool[d].dev = d;
+    *pool = (CUmemoryPool)&g_default_pool[d];
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d) { return cuDeviceGetDefaultMemPool(pool, d); }
+CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) { return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v) {
+    if (!pool || !v) return CUDA_ERROR_INVALID_VALUE;
+    if (a == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) ((struct pool *)pool)->release_threshold = *(cuuint64_t *)v;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute a, void *v) {
+    if (!pool || !v) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)v = 1; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)v = ((struct pool *)pool)->release_threshold; break;
+    default: *(cuuint64_t *)v = 0;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *m, size_t n) { return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemPoolGetAccess(CUmemAccess_flags *f, CUmemoryPool pool, CUmemLocation *l) { *f = CU_MEM_ACCESS_FLAGS_PROT_READWRITE; return CUDA_SUCCESS; }
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) { return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+
+/* ---- page-locked host memory: real memory, registered so pointer queries know it ---- */
+struct host_range { void *p; size_t n; bool owned; unsigned flags; struct host_range *next; };
+static struct host_range *g_host;
+
+static struct host_range *find_host(uintptr_t p) {
+    for (struct host_range *h = g_host; h; h = h->next)
+        if (p >= (uintptr_t)h->p && p < (uintptr_t)h->p + h->n) return h;
+    return NULL;
+}
+static void add_host(void *p, size_t n, bool owned, unsigned flags) {
+    struct host_range *h = calloc(1, sizeof *h);
+    *h = (struct host_range){p, n, owned, flags, NULL};
+    pthread_mutex_lock(&g_mem_lock);
+    h->next = g_host;
+    g_host = h;
+    pthread_mutex_unlock(&g_mem_lock);
+}
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags) {
+    if (!pp) return CUDA_ERROR_INVALID_VALUE;
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    add_host(p, n ? n : 1, true, flags);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAllocHost_v2(void **pp, size_t n) { return cuMemHostAlloc(pp, n, 0); }
+static CUresult remove_host(void *p, bool owned) {
+    pthread_mutex_lock(&g_mem_lock);
+    for (struct host_range **hp = &g_host; *hp; hp = &(*hp)->next) {
+        if ((*hp)->p != p || (*hp)->owned != owned) continue;
+        struct host_range *h = *hp;
+        *hp = h->next;
+        pthread_mutex_unlock(&g_mem_lock);
+        if (owned) munmap(h->p, h->n);
+        free(h);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+    return owned ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+CUresult cuMemFreeHost(void *p) { return remove_host(p, true); }
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+    if (!p || !n) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_lock);
+    bool dup = find_host((uintptr_t)p) != NULL;
+    pthread_mutex_unlock(&g_mem_lock);
+    if (dup) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    add_host(p, n, false, flags);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemHostUnregister(void *p) { return remove_host(p, false); }
+/* unified addressing: a pinned host pointer is its own device pointer */
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dp, void *p, unsigned f) {
+    pthread_mutex_lock(&g_mem_lock);
+    bool known = find_host((uintptr_t)p) != NULL;
+    pthread_mutex_unlock(&g_mem_lock);
+    if (!known) return CUDA_ERROR_INVALID_VALUE;
+    *dp = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemHostGetFlags(unsigned *f, void *p) {
+    pthread_mutex_lock(&g_mem_lock);
+    struct host_range *h = find_host((uintptr_t)p);
+    if (h) *f = h->flags;
+    pthread_mutex_unlock(&g_mem_lock);
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- copies and memsets -------------------------------------------------------------- */
+static int copy_kind(uintptr_t dst, uintptr_t src) {
+    int dd = rv_ptr_device(dst), sd = rv_ptr_device(src);
+    if (dd >= 0 && sd >= 0) return dd == sd ? RV_COPY_D2D : RV_COPY_P2P;
+    if (dd >= 0) return RV_COPY_H2D;
+    if (sd >= 0) return RV_COPY_D2H;
+    return RV_COPY_H2H;
+}
+static void move_data(uintptr_t dst, uintptr_t src, size_t n, int kind) {
+    if (!n) return;
+    if ((kind == RV_COPY_D2D || kind == RV_COPY_P2P) && n > RV_REAL_DATA_LIMIT) {
+        rv_log_once("device shim: large device-to-device copies are timed, not performed", "memcpy");
+        return;
+    }
+    memmove((void *)dst, (const void *)src, n);
+}
+static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool sync, const char *call) {
+    if (n && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
+    int kind = copy_kind(dst, src);
+    CUresult r = rv_enqueue_transfer(s, RV_OP_MEMCPY, (int64_t)n, kind, false, call);
+    if (r) return r;
+    move_data(dst, src, n, kind);
+    return sync ? rv_stream_sync(s, call) : CUDA_SUCCESS;
+}
+/* Synchronous copies run on the NULL stream (legacy, or this thread's under _ptds). */
+CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(d, s, n, NULL, true, "cuMemcpy"); }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { return copy(d, (CUdeviceptr)s, n, NULL, true, "cuMemcpyHtoD"); }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { return copy((CUdeviceptr)d, s, n, NULL, true, "cuMemcpyDtoH"); }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(d, s, n, NULL, false, "cuMemcpyDtoD"); }
+CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(d, s, n, st, false, "cuMemcpyAsync"); }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { return copy(d, (CUdeviceptr)s, n, st, false, "cuMemcpyHtoDAsync"); }
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { return copy((CUdeviceptr)d, s, n, st, false, "cuMemcpyDtoHAsync"); }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(d, s, n, st, false, "cuMemcpyDtoDAsync"); }
+CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { return copy(d, s, n, NULL, true, "cuMemcpyPeer"); }
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st) { return copy(d, s, n, st, false, "cuMemcpyPeerAsync"); }
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool sync, const char *call) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    const char *src = p->srcMemoryType == CU_MEMORYTYPE_HOST ? (const char *)p->srcHost : (const char *)p->srcDevice;
+    char *dst = p->dstMemoryType == CU_MEMORYTYPE_HOST ? (char *)p->dstHost : (char *)p->dstDevice;
+    if (!src || !dst) return CUDA_ERROR_INVALID_VALUE;
+    int kind = copy_kind((uintptr_t)dst, (uintptr_t)src);
+    CUresult r = rv_enqueue_transfer(s, RV_OP_MEMCPY, (int64_t)(p->WidthInBytes * p->Height), kind, false, call);
+    if (r) return r;
+    for (size_t y = 0; y < p->Height; y++)
+        move_data((uintptr_t)(dst + (p->dstY + y) * p->dstPitch + p->dstXInBytes),
+                  (uintptr_t)(src + (p->srcY + y) * p->srcPitch + p->srcXInBytes), p->WidthInBytes, kind);
+    return sync ? rv_stream_sync(s, call) : CUDA_SUCCESS;
+}
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, true, "cuMemcpy2D"); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, true, "cuMemcpy2DUnaligned"); }
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, false, "cuMemcpy2DAsync"); }
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attr_idx, size_t nattrs, CUstream s) {
+    if (!dsts || !srcs || !sizes) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        CUresult r = copy(dsts[i], srcs[i], sizes[i], s, false, "cuMemcpyBatchAsync");
+        if (r) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A zero fill of untouched pages is already true; dropping whole pages makes it true
+ * for touched ones too, at no RAM cost. Other large fills are timed only. */
+static void fill(uintptr_t d, unsigned v, size_t elem, size_t n) {
+    size_t bytes = elem * n;
+    if (!bytes) return;
+    if (v == 0) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        if (bytes < 2 * page) { memset((void *)d, 0, bytes); return; }
+        uintptr_t a = (d + page - 1) & ~(uintptr_t)(page - 1), e = (d + bytes) & ~(uintptr_t)(page - 1);
+        memset((void *)d, 0, a - d);
+        madvise((void *)a, e - a, MADV_DONTNEED);
+        memset((void *)e, 0, d + bytes - e);
+        return;
+    }
+    if (bytes > RV_REAL_DATA_LIMIT) {
+        rv_log_once("device shim: large non-zero memsets are timed, not performed", "memset");
+        return;
+    }
+    if (elem == 1) { memset((void *)d, (int)v, n); return; }
+    for (size_t i = 0; i < n; i++) {
+        if (elem == 2) ((uint16_t *)d)[i] = (uint16_t)v;
+        else ((uint32_t *)d)[i] = v;
+    }
+}
+static CUresult memset_op(CUdeviceptr d, unsigned v, size_t elem, size_t n, CUstream s, bool sync, const char *call) {
+    if (!d || rv_ptr_device(d) < 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rv_enqueue_transfer(s, RV_OP_MEMSET, (int64_t)(elem * n), 0, false, call);
+    if (r) return r;
+    fill(d, v, elem, n);
+    return sync ? rv_stream_sync(s, call) : CUDA_SUCCESS;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset_op(d, v, 1, n, NULL, false, "cuMemsetD8"); }
+CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset_op(d, v, 2, n, NULL, false, "cuMemsetD16"); }
+CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return memset_op(d, v, 4, n, NULL, false, "cuMemsetD32"); }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_op(d, v, 1, n, s, false, "cuMemsetD8Async"); }
+CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_op(d, v, 2, n, s, false, "cuMemsetD16Async"); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_op(d, v, 4, n, s, false, "cuMemsetD32Async"); }
+static CUresult memset2d(CUdeviceptr d, size_t pitch, unsigned v, size_t elem, size_t w, size_t h, CUstream s, const char *call) {
+    for (size_t y = 0; y < h; y++) {
+        CUresult r = memset_op(d + y * pitch, v, elem, w, s, false, call);
+        if (r) return r;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h) { return memset2d(d, pitch, v, 1, w, h, NULL, "cuMemsetD2D8"); }
+CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h) { return memset2d(d, pitch, v, 4, w, h, NULL, "cuMemsetD2D32"); }
+CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s) { return memset2d(d, pitch, v, 1, w, h, s, "cuMemsetD2D8Async"); }
+CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s) { return memset2d(d, pitch, v, 4, w, h, s, "cuMemsetD2D32Async"); }
+/* Hints without observable effect on an emulated GPU. */
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation l, unsigned f, CUstream s) { return rv_check_stream(s); }
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise a, CUmemLocation l) { return CUDA_SUCCESS; }
+
+/* ---- pointer attributes ------------------------------------------------------------ */
+static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr p, bool lenient) {
+    pthread_mutex_lock(&g_mem_lock);
+    int dev = rv_ptr_device(p);
+    struct block *b = dev >= 0 ? find_block(p, dev) : NULL;
+    struct host_range *h = dev < 0 ? find_host(p) : NULL;
+    pthread_mutex_unlock(&g_mem_lock);
+    bool known = b || h;
+    if (!known && !lenient) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = b ? (CUcontext)rv_primary_ctx(dev) : NULL; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = b ? CU_MEMORYTYPE_DEVICE : h ? CU_MEMORYTYPE_HOST : 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = known ? p : 0; break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = h ? (void *)p : NULL; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = b ? dev : h ? rv_current_dev() : -2; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = b ? b->start : h ? (uintptr_t)h->p : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = b ? b->start : h ? (uintptr_t)h->p : 0; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = b ? b->size : h ? h->n : 0; break;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned *)data = known; break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(unsigned *)data = 1; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned *)data = b != NULL; break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(unsigned *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(void **)data = NULL; break;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: *(unsigned *)data = 0; break;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS: memset(data, 0, sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS)); break;
+    default: {
+        char what[48];
+        snprintf(what, sizeof what, "pointer attribute %d", (int)a);
+        rv_log_once("cuPointerGetAttribute: not implemented", rv_intern(what));
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attribute(data, a, p, false);
+}
+/* Like the real driver, unknown (pageable host) pointers get zeroed attributes here. */
+CUresult cuPointerGetAttributes(unsigned n, CUpointer_attribute *as, void **data, CUdeviceptr p) {
+    if (!as || !data) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        CUresult r = pointer_attribute(data[i], as[i], p, true);
+        if (r) return r;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuPointerSetAttribute(const void *v, CUpointer_attribute a, CUdeviceptr p) {
+    return a == CU_POINTER_ATTRIBUTE_SYNC_MEMOPS ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,585 @@
+/* Streams, events, kernel launches and CUDA graphs as virtual timelines (DESIGN.md 1.2).
+ *
+ * Each stream has a tail: the virtual CLOCK_MONOTONIC time (rv_now_ns) at which the work
+ * queued on it so far completes. Queuing an operation of predicted duration d starts it at
+ * max(now, tail, dependencies) and moves the tail to start + d. Dependencies follow CUDA's
+ * stream semantics: the legacy default stream waits for every blocking stream of its
+ * device and they wait for it; a per-thread default stream behaves as a blocking stream;
+ * events carry timeline positions across streams. A host synchronisation becomes
+ * rv_sleep_until(tail), a time-warp wait. While a stream captures a graph, operations are
+ * recorded as graph nodes instead, and a graph launch queues its nodes in order. */
+#include "cuda_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RV_MAGIC_STREAM 0x52565354u
+#define RV_MAGIC_EVENT 0x52564556u
+#define RV_MAGIC_GRAPH 0x52564752u
+#define RV_MAGIC_EXEC 0x52564758u
+
+struct node { struct rv_launch l; char *name; };
+struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
+struct exec { uint32_t magic; struct graph g; };
+
+struct stream {
+    uint32_t magic;
+    int dev;
+    unsigned flags;
+    int prio;
+    bool legacy;
+    unsigned long long id;
+    int64_t tail;
+    struct graph *capture;       /* graph being captured into, or NULL */
+    struct stream *capture_origin;
+    char track[48];
+    struct stream *next;         /* device's stream list */
+};
+
+struct event { uint32_t magic; unsigned flags; bool recorded; int64_t t; struct graph *capture; };
+
+static pthread_mutex_t g_tl = PTHREAD_MUTEX_INITIALIZER;   /* all timeline state */
+static struct stream g_legacy[RV_MAX_GPUS];
+static struct stream *g_streams[RV_MAX_GPUS];               /* non-legacy streams */
+static int64_t g_retired_tail[RV_MAX_GPUS];                 /* tails of destroyed streams */
+static unsigned long long g_next_id = 16;                   /* small ids: default streams */
+static __thread struct stream *t_per_thread[RV_MAX_GPUS];
+static __thread int t_per_thread_api;                       /* inside a _ptds/_ptsz call */
+
+void rv_cuda_per_thread_begin(void) { t_per_thread_api++; }
+void rv_cuda_per_thread_end(void) { t_per_thread_api--; }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static void name_track(struct stream *s) {
+    if (s->legacy) snprintf(s->track, sizeof s->track, "GPU%d default stream", s->dev);
+    else snprintf(s->track, sizeof s->track, "GPU%d stream %llu", s->dev, s->id);
+}
+
+/* caller holds g_tl */
+static struct stream *legacy_stream(int dev) {
+    struct stream *s = &g_legacy[dev];
+    if (s->magic != RV_MAGIC_STREAM) {
+        s->dev = dev;
+        s->legacy = true;
+        s->id = 1;
+        name_track(s);
+        s->magic = RV_MAGIC_STREAM;
+    }
+    return s;
+}
+
+static void register_stream(struct stream *s) {
+    s->next = g_streams[s->dev];
+    g_streams[s->dev] = s;
+}
+
+/* caller holds g_tl */
+static struct stream *per_thread_stream(int dev) {
+    if (!t_per_thread[dev]) {
+        struct stream *s = calloc(1, sizeof *s);
+        s->magic = RV_MAGIC_STREAM;
+        s->dev = dev;
+        s->id = g_next_id++;
+        name_track(s);
+        register_stream(s);
+        t_per_thread[dev] = s;
+    }
+    return t_per_thread[dev];
+}
+
+/* Stream handle -> stream, with CUDA's special handles; NULL if invalid. Holds g_tl. */
+static struct stream *resolve(CUstream h) {
+    int dev = rv_current_dev();
+    if (h == NULL) return t_per_thread_api ? per_thread_stream(dev) : legacy_stream(dev);
+    if (h == CU_STREAM_LEGACY) return legacy_stream(dev);
+    if (h == CU_STREAM_PER_THREAD) return per_thread_stream(dev);
+    struct stream *s = (struct stream *)h;
+    return s->magic == RV_MAGIC_STREAM ? s : NULL;
+}
+
+CUresult rv_check_stream(CUstream h) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    pthread_mutex_unlock(&g_tl);
+    return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+int rv_stream_device(CUstream h) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    pthread_mutex_unlock(&g_tl);
+    return s ? s->dev : rv_current_dev();
+}
+
+/* Earliest virtual time new work on s can start. Holds g_tl. */
+static int64_t ready_time(struct stream *s) {
+    int64_t t = max64(rv_now_ns(), s->tail);
+    if (s->legacy) {
+        for (struct stream *o = g_streams[s->dev]; o; o = o->next)
+            if (!(o->flags & CU_STREAM_NON_BLOCKING)) t = max64(t, o->tail);
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        t = max64(t, legacy_stream(s->dev)->tail);
+    }
+    return t;
+}
+
+static void graph_add(struct graph *g, const struct rv_launch *l, const char *name) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->nodes = realloc(g->nodes, g->cap * sizeof *g->nodes);
+    }
+    struct node *n = &g->nodes[g->n++];
+    n->l = *l;
+    n->name = strdup(name);
+    n->l.kernel = l->kernel ? n->name : NULL;
+}
+
+/* Put one operation on s's timeline. Holds g_tl. */
+static void append(struct stream *s, const struct rv_launch *l, const char *name) {
+    int64_t dur = rv_predict_ns(l, NULL);
+    int64_t start = ready_time(s);
+    s->tail = start + dur;
+    if (rv_tracing()) rv_trace_complete(s->track, name, start, dur, NULL);
+}
+
+CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    struct rv_launch copy = *l;
+    copy.device = rv_phys(s->dev);
+    if (s->capture) graph_add(s->capture, &copy, name);
+    else append(s, &copy, name);
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+
+CUresult rv_enqueue_transfer(CUstream h, int op, int64_t bytes, int copy_kind, bool sync, const char *call) {
+    struct rv_launch l = {.op = op, .bytes = bytes, .copy_kind = copy_kind};
+    CUresult r = rv_enqueue(h, &l, call);
+    return r || !sync ? r : rv_stream_sync(h, call);
+}
+
+CUresult rv_stream_sync(CUstream h, const char *call) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    bool capturing = s->capture != NULL;
+    int64_t until = s->tail;
+    pthread_mutex_unlock(&g_tl);
+    if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    rv_sleep_until(until, call);
+    return CUDA_SUCCESS;
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shm, CUstream s) {
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    const char *name = rv_func_name(f);
+    struct rv_launch l = {.op = RV_OP_KERNEL, .kernel = name, .grid = {gx, gy, gz},
+                          .block = {bx, by, bz}, .shared_bytes = shm};
+    return rv_enqueue(s, &l, name);
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s);
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                  c->sharedMemBytes, c->hStream);
+}
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shm, CUstream s, void **params) {
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s);
+}
+
+/* ---- host functions: run by one worker thread when the stream reaches them ------------ */
+struct host_call { int64_t at; CUhostFn fn; void *ud; struct host_call *next; };
+static struct host_call *g_calls, **g_calls_tail = &g_calls;
+static pthread_mutex_t g_calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_calls_cond = PTHREAD_COND_INITIALIZER;
+static pthread_once_t g_worker_once = PTHREAD_ONCE_INIT;
+
+static void *host_worker(void *arg) {
+    for (;;) {
+        pthread_mutex_lock(&g_calls_lock);
+        while (!g_calls) pthread_cond_wait(&g_calls_cond, &g_calls_lock);
+        struct host_call *c = g_calls;
+        g_calls = c->next;
+        if (!g_calls) g_calls_tail = &g_calls;
+        pthread_mutex_unlock(&g_calls_lock);
+        rv_sleep_until(c->at, "cuLaunchHostFunc");
+        c->fn(c->ud);
+        free(c);
+    }
+    return NULL;
+}
+static void start_worker(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, host_worker, NULL);
+    pthread_detach(t);
+}
+CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *ud) {
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    if (s->capture) { pthread_mutex_unlock(&g_tl); return rv_unimplemented("cuLaunchHostFunc (in graph capture)"); }
+    int64_t at = ready_time(s);
+    s->tail = at;
+    pthread_mutex_unlock(&g_tl);
+    struct host_call *c = calloc(1, sizeof *c);
+    *c = (struct host_call){at, fn, ud, NULL};
+    pthread_once(&g_worker_once, start_worker);
+    pthread_mutex_lock(&g_calls_lock);
+    *g_calls_tail = c;
+    g_calls_tail = &c->next;
+    pthread_cond_signal(&g_calls_cond);
+    pthread_mutex_unlock(&g_calls_lock);
+    return CUDA_SUCCESS;
+}
+struct callback { CUstreamCallback cb; CUstream s; void *ud; };
+static void run_callback(void *p) {
+    struct callback *c = p;
+    c->cb(c->s, CUDA_SUCCESS, c->ud);
+    free(c);
+}
+CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *ud, unsigned flags) {
+    if (!cb || flags) return CUDA_ERROR_INVALID_VALUE;
+    struct callback *c = malloc(sizeof *c);
+    *c = (struct callback){cb, s, ud};
+    CUresult r = cuLaunchHostFunc(s, run_callback, c);
+    if (r) free(c);
+    return r;
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned flags, int prio) {
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    struct stream *s = calloc(1, sizeof *s);
+    s->magic = RV_MAGIC_STREAM;
+    s->dev = rv_current_dev();
+    s->flags = flags;
+    s->prio = prio < -5 ? -5 : prio > 0 ? 0 : prio;   /* clamped like the driver */
+    pthread_mutex_lock(&g_tl);
+    s->id = g_next_id++;
+    s->tail = rv_now_ns();
+    name_track(s);
+    register_stream(s);
+    pthread_mutex_unlock(&g_tl);
+    *ph = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamCreate(CUstream *ph, unsigned flags) { return cuStreamCreateWithPriority(ph, flags, 0); }
+CUresult cuStreamDestroy_v2(CUstream h) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s || s->legacy || h == NULL || h == CU_STREAM_PER_THREAD || h == CU_STREAM_LEGACY) {
+        pthread_mutex_unlock(&g_tl);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (struct stream **p = &g_streams[s->dev]; *p; p = &(*p)->next)
+        if (*p == s) { *p = s->next; break; }
+    g_retired_tail[s->dev] = max64(g_retired_tail[s->dev], s->tail);
+    s->magic = 0;   /* kept allocated so a stale handle fails instead of crashing */
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream h) { return rv_stream_sync(h, "cuStreamSynchronize"); }
+CUresult cuStreamQuery(CUstream h) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    CUresult r = !s ? CUDA_ERROR_INVALID_HANDLE
+                : s->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                : s->tail <= rv_now_ns() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&g_tl);
+    return r;
+}
+#define WITH_STREAM(h, body) do { \
+    pthread_mutex_lock(&g_tl); struct stream *s = resolve(h); \
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; } \
+    body; pthread_mutex_unlock(&g_tl); return CUDA_SUCCESS; } while (0)
+CUresult cuStreamGetPriority(CUstream h, int *p) { if (!p) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, *p = s->prio); }
+CUresult cuStreamGetFlags(CUstream h, unsigned *f) { if (!f) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, *f = s->flags); }
+CUresult cuStreamGetId(CUstream h, unsigned long long *id) { if (!id) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, *id = s->id); }
+CUresult cuStreamGetDevice(CUstream h, CUdevice *d) { if (!d) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, *d = s->dev); }
+CUresult cuStreamGetCtx(CUstream h, CUcontext *c) { if (!c) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, *c = (CUcontext)rv_primary_ctx(s->dev)); }
+CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) {
+    if (g) *g = NULL;
+    return cuStreamGetCtx(h, c);
+}
+CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
+    struct event *ev = (struct event *)e;
+    if (!ev || ev->magic != RV_MAGIC_EVENT) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    if (ev->capture && !s->capture) {
+        /* waiting on an event recorded during capture joins this stream to the capture */
+        s->capture = ev->capture;
+    } else if (!s->capture && ev->recorded) {
+        s->tail = max64(s->tail, ev->t);
+    }
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+/* Scheduling hints (priority windows, access policy): no effect on predicted durations. */
+CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID a, const CUstreamAttrValue *v) { if (!v) return CUDA_ERROR_INVALID_VALUE; WITH_STREAM(h, (void)s); }
+CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v) {
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    memset(v, 0, sizeof *v);
+    WITH_STREAM(h, if (a == CU_LAUNCH_ATTRIBUTE_PRIORITY) v->priority = s->prio);
+}
+CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) { return rv_check_stream(dst) ? CUDA_ERROR_INVALID_HANDLE : rv_check_stream(src); }
+
+static int64_t device_tail(int dev) {
+    int64_t t = max64(legacy_stream(dev)->tail, g_retired_tail[dev]);
+    for (struct stream *o = g_streams[dev]; o; o = o->next) t = max64(t, o->tail);
+    return t;
+}
+CUresult cuCtxSynchronize(void) {
+    if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_tl);
+    int64_t until = device_tail(rv_current_dev());
+    pthread_mutex_unlock(&g_tl);
+    rv_sleep_until(until, "cuCtxSynchronize");
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize_v2(CUcontext c) {
+    struct rv_ctx *x = c ? (struct rv_ctx *)c : rv_current_ctx();
+    if (!x || x->magic != RV_MAGIC_CTX) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_tl);
+    int64_t until = device_tail(x->dev);
+    pthread_mutex_unlock(&g_tl);
+    rv_sleep_until(until, "cuCtxSynchronize");
+    return CUDA_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------------------- */
+static struct event *as_event(CUevent e) {
+    struct event *x = (struct event *)e;
+    return x && x->magic == RV_MAGIC_EVENT ? x : NULL;
+}
+CUresult cuEventCreate(CUevent *pe, unsigned flags) {
+    if (!pe) return CUDA_ERROR_INVALID_VALUE;
+    if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    struct event *e = calloc(1, sizeof *e);
+    e->magic = RV_MAGIC_EVENT;
+    e->flags = flags;
+    *pe = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy_v2(CUevent e) {
+    struct event *x = as_event(e);
+    if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    x->magic = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent e, CUstream h) {
+    struct event *x = as_event(e);
+    if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    if (s->capture) {
+        x->capture = s->capture;
+    } else {
+        x->capture = NULL;
+        x->t = ready_time(s);
+        s->tail = x->t;
+        x->recorded = true;
+    }
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+CUresult cuEventRecordWithFlags(CUevent e, CUstream h, unsigned flags) { return cuEventRecord(e, h); }
+CUresult cuEventQuery(CUevent e) {
+    struct event *x = as_event(e);
+    if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    return !x->recorded || x->t <= rv_now_ns() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult cuEventSynchronize(CUevent e) {
+    struct event *x = as_event(e);
+    if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    if (x->recorded) rv_sleep_until(x->t, "cuEventSynchronize");
+    return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
+    struct event *x = as_event(a), *y = as_event(b);
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (!x || !y || (x->flags | y->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+    if (!x->recorded || !y->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    int64_t now = rv_now_ns();
+    if (x->t > now || y->t > now) return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)(y->t - x->t) / 1e6);
+    return CUDA_SUCCESS;
+}
+#undef cuEventElapsedTime
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { return cuEventElapsedTime_v2(ms, a, b); }
+
+/* ---- graph capture and replay --------------------------------------------------------- */
+static unsigned long long g_next_graph = 1;
+static struct graph *new_graph(void) {
+    struct graph *g = calloc(1, sizeof *g);
+    g->magic = RV_MAGIC_GRAPH;
+    g->id = __atomic_fetch_add(&g_next_graph, 1, __ATOMIC_SEQ_CST);
+    return g;
+}
+static struct graph *as_graph(CUgraph h) {
+    struct graph *g = (struct graph *)h;
+    return g && g->magic == RV_MAGIC_GRAPH ? g : NULL;
+}
+CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    CUresult r = !s ? CUDA_ERROR_INVALID_HANDLE
+                : s->legacy ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                : s->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+    if (!r) {
+        s->capture = new_graph();
+        s->capture_origin = s;
+    }
+    pthread_mutex_unlock(&g_tl);
+    return r;
+}
+CUresult cuStreamEndCapture(CUstream h, CUgraph *pg) {
+    if (!pg) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s || !s->capture || s->capture_origin != s) {
+        pthread_mutex_unlock(&g_tl);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    struct graph *g = s->capture;
+    for (int d = 0; d < RV_MAX_GPUS; d++)
+        for (struct stream *o = g_streams[d]; o; o = o->next)
+            if (o->capture == g) { o->capture = NULL; o->capture_origin = NULL; }
+    s->capture = NULL;
+    s->capture_origin = NULL;
+    pthread_mutex_unlock(&g_tl);
+    *pg = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st) {
+    if (!st) return CUDA_ERROR_INVALID_VALUE;
+    WITH_STREAM(h, *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE);
+}
+CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *graph,
+                                   const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps) {
+    WITH_STREAM(h, {
+        if (st) *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+        if (id) *id = s->capture ? s->capture->id : 0;
+        if (graph) *graph = (CUgraph)s->capture;
+        if (deps) *deps = NULL;
+        if (edges) *edges = NULL;
+        if (ndeps) *ndeps = 0;
+    });
+}
+CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                   const CUgraphNode **deps, size_t *n) {
+    return cuStreamGetCaptureInfo_v3(h, st, id, g, deps, NULL, n);
+}
+#undef cuStreamGetCaptureInfo
+CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id) {
+    return cuStreamGetCaptureInfo_v3(h, st, id, NULL, NULL, NULL, NULL);
+}
+/* Graph nodes are kept in capture order and replayed serially: dependency edges carry no
+ * extra information for a serial replay. */
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode *d, const CUgraphEdgeData *e, size_t n, unsigned f) {
+    WITH_STREAM(h, (void)s);
+}
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) { return mode ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuGraphCreate(CUgraph *pg, unsigned flags) { if (!pg) return CUDA_ERROR_INVALID_VALUE; *pg = (CUgraph)new_graph(); return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph h) {
+    struct graph *g = as_graph(h);
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    g->magic = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphGetNodes(CUgraph h, CUgraphNode *nodes, size_t *n) {
+    struct graph *g = as_graph(h);
+    if (!g || !n) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes) {
+        size_t k = *n < g->n ? *n : g->n;
+        for (size_t i = 0; i < k; i++) nodes[i] = (CUgraphNode)&g->nodes[i];
+        *n = k;
+    } else {
+        *n = g->n;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *t) {
+    if (!h || !t) return CUDA_ERROR_INVALID_VALUE;
+    int op = ((struct node *)h)->l.op;
+    *t = op == RV_OP_MEMCPY ? CU_GRAPH_NODE_TYPE_MEMCPY : op == RV_OP_MEMSET ? CU_GRAPH_NODE_TYPE_MEMSET
+                                                                           : CU_GRAPH_NODE_TYPE_KERNEL;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph h, unsigned long long flags) {
+    struct graph *g = as_graph(h);
+    if (!pe || !g) return CUDA_ERROR_INVALID_VALUE;
+    struct exec *e = calloc(1, sizeof *e);
+    e->magic = RV_MAGIC_EXEC;
+    e->g = *g;   /* nodes are immutable once captured; the exec shares them */
+    *pe = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+    CUresult r = cuGraphInstantiateWithFlags(pe, h, p ? p->flags : 0);
+    if (p) { p->result_out = r ? CUDA_GRAPH_INSTANTIATE_ERROR : CUDA_GRAPH_INSTANTIATE_SUCCESS; p->hErrNode_out = NULL; }
+    return r;
+}
+static struct exec *as_exec(CUgraphExec h) {
+    struct exec *e = (struct exec *)h;
+    return e && e->magic == RV_MAGIC_EXEC ? e : NULL;
+}
+CUresult cuGraphExecDestroy(CUgraphExec h) {
+    struct exec *e = as_exec(h);
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    e->magic = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return as_exec(h) ? rv_check_stream(s) : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
+    struct exec *e = as_exec(h);
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(hs);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    for (size_t i = 0; i < e->g.n; i++) {
+        if (s->capture) graph_add(s->capture, &e->g.nodes[i].l, e->g.nodes[i].name);
+        else append(s, &e->g.nodes[i].l, e->g.nodes[i].name);
+    }
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphExecUpdate_v2(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo *info) {
+    struct exec *e = as_exec(h);
+    struct graph *g = as_graph(hg);
+    if (!e || !g) return CUDA_ERROR_INVALID_VALUE;
+    e->g = *g;
+    if (info) { memset(info, 0, sizeof *info); info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS; }
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphDebugDotPrint(CUgraph h, const char *path, unsigned flags) {
+    struct graph *g = as_graph(h);
+    if (!g || !path) return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f) return CUDA_ERROR_OPERATING_SYSTEM;
+    fprintf(f, "digraph graph_%llu {\n", g->id);
+    for (size_t i = 0; i < g->n; i++) {
+        fprintf(f, "  n%zu [label=\"%s\"];\n", i, g->nodes[i].name);
+        if (i) fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+    }
+    fprintf(f, "}\n");
+    fclose(f);
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,283 @@
+"""The emulated CUDA driver and NVML through their C APIs (ctypes), without torch."""
+
+import pytest
+
+# Prelude of every program: the driver, a context on device 0, and small helpers.
+PRELUDE = """
+import ctypes, json, os, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+c = ctypes.c_void_p
+def ok(r):
+    assert r == 0, f"CUDA error {r}"
+def init():
+    ok(cu.cuInit(0))
+    ctx = c()
+    ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
+    ok(cu.cuCtxSetCurrent(ctx))
+def kernel(name=b"_Z6kernelv"):
+    mod, fn = c(), c()
+    ok(cu.cuModuleLoadData(ctypes.byref(mod), b"not parsed"))
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name))
+    return fn
+def launch(fn, stream=None, n=1):
+    s = stream if isinstance(stream, c) else c(stream)
+    for _ in range(n):
+        ok(cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, None, None))
+def stream(flags=0):
+    s = c()
+    ok(cu.cuStreamCreate(ctypes.byref(s), flags))
+    return s
+"""
+
+
+def driver(emulated, body: str, **kw):
+    return emulated.json(PRELUDE + body, **kw)
+
+
+IDENTITY = """
+init() if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else None
+import pynvml
+n = ctypes.c_int()
+r = cu.cuDeviceGetCount(ctypes.byref(n))
+out = {"count": n.value, "devices": []}
+for d in range(n.value):
+    name = ctypes.create_string_buffer(128); bus = ctypes.create_string_buffer(32)
+    uuid = (ctypes.c_ubyte * 16)()
+    ok(cu.cuDeviceGetName(name, 128, d)); ok(cu.cuDeviceGetPCIBusId(bus, 32, d))
+    ok(cu.cuDeviceGetUuid_v2(uuid, d))
+    u = bytes(uuid).hex()
+    out["devices"].append({"name": name.value.decode(), "bus": bus.value.decode(),
+                           "uuid": f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"})
+pynvml.nvmlInit()
+out["nvml"] = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    out["nvml"].append({"name": pynvml.nvmlDeviceGetName(h), "uuid": pynvml.nvmlDeviceGetUUID(h),
+                        "bus": pynvml.nvmlDeviceGetPciInfo(h).busId,
+                        "mem": pynvml.nvmlDeviceGetMemoryInfo(h).total,
+                        "cc": pynvml.nvmlDeviceGetCudaComputeCapability(h)})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_driver_and_nvml_report_the_node(emulated, gpus):
+    out = driver(emulated, IDENTITY, gpus=gpus)
+    assert out["count"] == gpus == len(out["nvml"])
+    for dev, nv in zip(out["devices"], out["nvml"], strict=True):
+        assert dev["name"] == nv["name"] == "NVIDIA H200"
+        assert dev["uuid"] == nv["uuid"] and dev["bus"] == nv["bus"]
+        assert nv["mem"] == 150754820096 and nv["cc"] == [9, 0]
+    assert len({d["uuid"] for d in out["devices"]}) == gpus
+
+
+def test_visible_devices_reorder_and_renumber_like_the_real_driver(emulated):
+    out = driver(emulated, IDENTITY, gpus=8, CUDA_VISIBLE_DEVICES="3,1")
+    assert out["count"] == 2 and len(out["nvml"]) == 8  # NVML ignores the variable
+    assert out["devices"][0]["uuid"] == out["nvml"][3]["uuid"]
+    assert out["devices"][1]["bus"] == out["nvml"][1]["bus"]
+
+
+def test_visible_devices_by_uuid_and_truncated_at_an_invalid_entry(emulated):
+    full = driver(emulated, IDENTITY, gpus=4)
+    uuid = full["nvml"][2]["uuid"]
+    out = driver(emulated, IDENTITY, gpus=4, CUDA_VISIBLE_DEVICES=f"{uuid},bogus,0")
+    assert [d["uuid"] for d in out["devices"]] == [uuid]
+
+
+def test_empty_visible_devices_means_no_device(emulated):
+    out = driver(emulated, "print(json.dumps({'init': cu.cuInit(0)}))", gpus=2,
+                 CUDA_VISIBLE_DEVICES="")
+    assert out["init"] == 100  # CUDA_ERROR_NO_DEVICE
+
+
+def test_unimplemented_entry_point_logs_its_name_once_and_fails(emulated):
+    proc = emulated.run(PRELUDE + """
+init()
+arr = c()
+r1 = cu.cuArrayCreate_v2(ctypes.byref(arr), None)
+r2 = cu.cuArrayCreate_v2(ctypes.byref(arr), None)
+print(json.dumps([r1, r2]))
+""")
+    assert proc.stdout.strip().splitlines()[-1] == "[801, 801]"  # CUDA_ERROR_NOT_SUPPORTED
+    assert proc.stderr.count("cuArrayCreate_v2") == 1
+
+
+def test_proc_address_honours_api_versions(emulated):
+    out = driver(emulated, """
+def proc(name, ver, flags=0):
+    p = c()
+    r = cu.cuGetProcAddress_v2(name, ctypes.byref(p), ver, ctypes.c_uint64(flags), None)
+    return r, p.value
+own = lambda n: ctypes.cast(getattr(cu, n), c).value
+print(json.dumps({
+    "v3": proc(b"cuStreamGetCaptureInfo", 12030)[1] == own("cuStreamGetCaptureInfo_v3"),
+    "v2": proc(b"cuStreamGetCaptureInfo", 11030)[1] == own("cuStreamGetCaptureInfo_v2"),
+    "ptsz": proc(b"cuLaunchKernel", 13000, 2)[1] == own("cuLaunchKernel_ptsz"),
+    "legacy": proc(b"cuLaunchKernel", 13000, 1)[1] == own("cuLaunchKernel"),
+    "too_old": proc(b"cuStreamGetCaptureInfo", 9000)[0],
+    "unknown": proc(b"cuNoSuchThing", 13000)[0]}))
+""")
+    assert out == {"v3": True, "v2": True, "ptsz": True, "legacy": True,
+                   "too_old": 500, "unknown": 500}  # CUDA_ERROR_NOT_FOUND
+
+
+def test_host_data_round_trips_and_memory_accounting(emulated):
+    out = driver(emulated, """
+init()
+free0, total = ctypes.c_size_t(), ctypes.c_size_t()
+ok(cu.cuMemGetInfo_v2(ctypes.byref(free0), ctypes.byref(total)))
+data = os.urandom(1 << 20)
+dp = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(dp), len(data)))
+ok(cu.cuMemcpyHtoD_v2(dp, data, len(data)))
+back = ctypes.create_string_buffer(len(data))
+ok(cu.cuMemcpyDtoH_v2(back, dp, len(data)))
+free1 = ctypes.c_size_t()
+ok(cu.cuMemGetInfo_v2(ctypes.byref(free1), ctypes.byref(total)))
+too_big = cu.cuMemAlloc_v2(ctypes.byref(ctypes.c_uint64()), ctypes.c_size_t(total.value))
+ok(cu.cuMemFree_v2(dp))
+print(json.dumps({"same": back.raw == data, "total": total.value, "free0": free0.value,
+                  "used": free0.value - free1.value, "oom": too_big}))
+""")
+    assert out["same"]
+    assert out["total"] == 150754820096
+    assert out["free0"] == out["total"] - 545259520  # the context's share
+    assert out["used"] == 1 << 20
+    assert out["oom"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
+
+
+def test_hundred_gib_of_allocations_cost_no_ram(emulated):
+    out = driver(emulated, """
+init()
+def rss():
+    return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) << 10
+before = rss()
+ptrs = []
+for _ in range(10):
+    p = ctypes.c_uint64()
+    ok(cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(10 << 30)))
+    ok(cu.cuMemsetD8_v2(p, 0, ctypes.c_size_t(10 << 30)))
+    ptrs.append(p)
+print(json.dumps({"grew": rss() - before}))
+""")
+    assert out["grew"] < 1 << 30
+
+
+D_NS = 2_000_000  # predicted duration of every operation in the timing tests
+
+
+def timed(emulated, body: str, **kw):
+    return driver(emulated, "init()\nfn = kernel()\n" + body, REVATI_PREDICT_FIXED_NS=str(D_NS),
+                  **kw)
+
+
+def test_synchronize_waits_for_queued_kernels(emulated):
+    out = timed(emulated, """
+t0 = time.perf_counter()
+launch(fn, n=50)
+queued = time.perf_counter() - t0
+busy = cu.cuStreamQuery(None)
+ok(cu.cuCtxSynchronize())
+print(json.dumps({"queued": queued, "total": time.perf_counter() - t0, "busy": busy,
+                  "idle": cu.cuStreamQuery(None)}))
+""")
+    assert out["queued"] < 0.05  # launching does not wait
+    assert out["busy"] == 600 and out["idle"] == 0  # CUDA_ERROR_NOT_READY, then done
+    assert 0.100 <= out["total"] < 0.100 + 0.05
+
+
+def test_two_streams_overlap_and_an_event_joins_them(emulated):
+    out = timed(emulated, """
+s1, s2 = stream(1), stream(1)   # non-blocking streams: independent timelines
+t0 = time.perf_counter()
+launch(fn, s1, 25); launch(fn, s2, 25)
+ok(cu.cuCtxSynchronize())
+overlap = time.perf_counter() - t0
+ev = c()
+ok(cu.cuEventCreate(ctypes.byref(ev), 0))
+t0 = time.perf_counter()
+launch(fn, s1, 25)
+ok(cu.cuEventRecord(ev, s1))
+ok(cu.cuStreamWaitEvent(s2, ev, 0))
+launch(fn, s2, 25)
+ok(cu.cuStreamSynchronize(s2))
+joined = time.perf_counter() - t0
+print(json.dumps({"overlap": overlap, "joined": joined}))
+""")
+    assert 0.050 <= out["overlap"] < 0.050 + 0.04
+    assert 0.100 <= out["joined"] < 0.100 + 0.04
+
+
+def test_legacy_stream_serialises_with_blocking_streams_only(emulated):
+    out = timed(emulated, """
+blocking, nonblocking = stream(0), stream(1)
+t0 = time.perf_counter()
+launch(fn, blocking, 25); launch(fn, None, 1)
+ok(cu.cuStreamSynchronize(None))
+after_blocking = time.perf_counter() - t0
+t0 = time.perf_counter()
+launch(fn, nonblocking, 25); launch(fn, None, 1)
+ok(cu.cuStreamSynchronize(None))
+after_nonblocking = time.perf_counter() - t0
+ok(cu.cuCtxSynchronize())
+print(json.dumps({"blocking": after_blocking, "nonblocking": after_nonblocking}))
+""")
+    assert out["blocking"] >= 0.052
+    assert out["nonblocking"] < 0.030
+
+
+def test_event_elapsed_time_is_the_timeline_difference(emulated):
+    out = timed(emulated, """
+a, b = c(), c()
+ok(cu.cuEventCreate(ctypes.byref(a), 0)); ok(cu.cuEventCreate(ctypes.byref(b), 0))
+s = stream()
+ok(cu.cuEventRecord(a, s)); launch(fn, s, 10); ok(cu.cuEventRecord(b, s))
+early = cu.cuEventQuery(b)
+ok(cu.cuEventSynchronize(b))
+ms = ctypes.c_float()
+ok(cu.cuEventElapsedTime_v2(ctypes.byref(ms), a, b))
+print(json.dumps({"ms": ms.value, "early": early}))
+""")
+    assert out["early"] == 600
+    assert 20.0 <= out["ms"] < 20.0 + 2.0
+
+
+def test_graph_replay_queues_the_captured_kernels(emulated):
+    out = timed(emulated, """
+s = stream()
+g, ge = c(), c()
+t0 = time.perf_counter()
+ok(cu.cuStreamBeginCapture_v2(s, 0))
+launch(fn, s, 10)
+ok(cu.cuStreamEndCapture(s, ctypes.byref(g)))
+ok(cu.cuStreamSynchronize(s))
+capture = time.perf_counter() - t0
+n = ctypes.c_size_t()
+ok(cu.cuGraphGetNodes(g, None, ctypes.byref(n)))
+ok(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)))
+t0 = time.perf_counter()
+for _ in range(3):
+    ok(cu.cuGraphLaunch(ge, s))
+ok(cu.cuStreamSynchronize(s))
+print(json.dumps({"capture": capture, "nodes": n.value, "replay": time.perf_counter() - t0}))
+""")
+    assert out["nodes"] == 10
+    assert out["capture"] < 0.010  # capturing runs nothing
+    assert 0.060 <= out["replay"] < 0.060 + 0.04
+
+
+def test_host_function_runs_when_the_stream_reaches_it(emulated):
+    out = timed(emulated, """
+ran = []
+CB = ctypes.CFUNCTYPE(None, c)
+cb = CB(lambda _: ran.append(time.perf_counter()))
+s = stream()
+t0 = time.perf_counter()
+launch(fn, s, 10)
+ok(cu.cuLaunchHostFunc(s, cb, None))
+ok(cu.cuStreamSynchronize(s))
+time.sleep(0.01)
+print(json.dumps({"at": ran[0] - t0 if ran else None}))
+""")
+    assert out["at"] is not None and out["at"] >= 0.020
