@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pandas as pd
+import sqlalchemy.exc
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from tqdm import tqdm
@@ -114,11 +116,19 @@ class Progress:
         self.bar.update(1)
 
 
-def _storage(url: str) -> optuna.storages.BaseStorage:
+def _storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
     # Heartbeats let a later run (or another worker) fail the trials of a dead process.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    def open_storage() -> optuna.storages.RDBStorage:
         return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+
+    for attempt in range(attempts - 1):
+        try:
+            return open_storage()
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            # Workers started together on an empty database race to create Optuna's
+            # schema; the loser finds it complete on the next attempt.
+            time.sleep(0.5 * (attempt + 1))
+    return open_storage()
 
 
 def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
@@ -128,6 +138,8 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     # Optuna logs every failed trial with a traceback; the progress bar and the report
     # carry the reasons instead.
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    # Heartbeats (and failing stale trials) are "experimental" in Optuna, stable in use.
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     out_dir = Path(cfg.study.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     storage = _storage(cfg.study.storage)
