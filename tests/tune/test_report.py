@@ -1,0 +1,70 @@
+"""End-of-sweep report and plots, from a study holding every kind of trial."""
+
+import numpy as np
+import optuna
+import pandas as pd
+from omegaconf import OmegaConf
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from revati.tune.plots import latency_cdf, pareto_mask
+from revati.tune.report import build_report
+
+PNG = b"\x89PNG"
+OBJECTIVES = OmegaConf.create([{"metric": "output_throughput", "direction": "maximize"},
+                               {"metric": "p99_ttft_ms", "direction": "minimize"}])
+RATE = {"workload.request_rate": FloatDistribution(0.5, 64.0, log=True)}
+
+
+def _study() -> optuna.Study:
+    study = optuna.create_study(directions=["maximize", "minimize"], study_name="s")
+    # (rate, throughput, p99 TTFT): rates 1, 2 and 8 are on the front, 4 is dominated by 8.
+    for rate, tput, ttft in ((1.0, 100.0, 50.0), (2.0, 200.0, 80.0), (4.0, 300.0, 900.0),
+                             (8.0, 400.0, 700.0)):
+        study.add_trial(create_trial(
+            params={"workload.request_rate": rate}, distributions=RATE, values=[tput, ttft],
+            user_attrs={"metrics": {"output_throughput": tput, "p99_ttft_ms": ttft}}))
+    study.add_trial(create_trial(params={"workload.request_rate": 16.0}, distributions=RATE,
+                                 state=TrialState.PRUNED,
+                                 user_attrs={"infeasible_reason": "too many GPUs"}))
+    study.add_trial(create_trial(params={"workload.request_rate": 32.0}, distributions=RATE,
+                                 state=TrialState.FAIL, user_attrs={"fail_reason": "bench died"}))
+    return study
+
+
+def test_report_ranks_and_explains(tmp_path):
+    report = build_report(_study(), OBJECTIVES, tmp_path)
+    assert report.counts == {"COMPLETE": 4, "PRUNED": 1, "FAIL": 1}
+    text = (tmp_path / "report.md").read_text()
+    assert text == report.text
+    best = text.split("## Best configurations")[1].split("##")[0].strip().splitlines()
+    # Pareto trials first, by throughput (the first objective), then the dominated one.
+    assert [row.split()[0] for row in best[1:]] == ["3", "1", "0", "2"]
+    assert "request_rate=8.0" in best[1] and "True" in best[1] and "False" in best[4]
+    assert "too many GPUs" in text and "bench died" in text
+    assert {p.name for p in report.plots} == {"throughput_latency.png", "pareto_front.png"}
+    assert all(p.read_bytes().startswith(PNG) for p in report.plots)
+
+
+def test_report_without_completed_trials(tmp_path):
+    study = optuna.create_study(study_name="empty")
+    study.add_trial(create_trial(params={"workload.request_rate": 1.0}, distributions=RATE,
+                                 state=TrialState.FAIL, user_attrs={"fail_reason": "no bench"}))
+    objectives = OmegaConf.create([{"metric": "goodput_per_gpu", "direction": "maximize"}])
+    report = build_report(study, objectives, tmp_path)
+    assert report.plots == [] and "none: no trial completed" in report.text
+    assert "no bench" in report.text and "no throughput_latency.png" in report.text
+
+
+def test_pareto_mask():
+    points = np.array([[100, 50], [200, 80], [300, 900], [400, 700], [400, 700]])
+    assert pareto_mask(points, [True, False]).tolist() == [True, True, False, True, True]
+    assert pareto_mask(points, [False, False]).tolist() == [True, False, False, False, False]
+
+
+def test_latency_cdf(tmp_path):
+    df = pd.DataFrame({"ttft_ms": np.linspace(10, 500, 50), "tpot_ms": np.linspace(5, 40, 50)})
+    path = latency_cdf(df, tmp_path / "cdf.png")
+    assert path.read_bytes().startswith(PNG)
+    assert latency_cdf(pd.DataFrame({"input_len": [1]}), tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
