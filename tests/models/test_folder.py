@@ -68,3 +68,16 @@ def test_cli_materialises_and_rejects_unknown(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["nosuchmodel", str(tmp_path)])
     assert "unknown model 'nosuchmodel'" in capsys.readouterr().err
+
+
+def test_transformers_loads_the_folder_as_engines_do(llama8b):
+    # vLLM and SGLang load configs and tokenizers through transformers; skipped where it
+    # is not installed (it is not a revati dependency).
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.from_pretrained(llama8b.model_dir)
+    tok = transformers.AutoTokenizer.from_pretrained(llama8b.tokenizer_dir)
+    assert config.vocab_size == tok.vocab_size == 128256
+    assert tok.all_special_ids == [128256, 128257]
+    # vLLM's random dataset decodes sampled ids and re-encodes the text.
+    ids = [3, 128255, 0, 77]
+    assert tok(tok.decode(ids)).input_ids == ids
