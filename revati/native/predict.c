@@ -138,6 +138,10 @@ static const char *const kernel_names[] = {
 static const char *const copy_names[] = {"copy_kind", "bytes", "log2_bytes", "log_roofline_ns"};
 static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes",
                                          "log_roofline_ns"};
+static const char *const attn_names[] = {  /* op 100, attention by shape */
+    "kernel_id", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim", "log2_flops",
+    "log2_bytes", "log_roofline_ns"};
+
 #define NFEAT_MAX 16
 
 static int feature_count(int op, const char *const **names)
@@ -148,6 +152,8 @@ static int feature_count(int op, const char *const **names)
     case RV_OP_MEMCPY: case RV_OP_MEMSET:
         *names = copy_names; return sizeof copy_names / sizeof *copy_names;
     case RV_OP_COLLECTIVE: *names = coll_names; return sizeof coll_names / sizeof *coll_names;
+    case 100 /* RV_OP_ATTENTION_SHAPE */:
+        *names = attn_names; return sizeof attn_names / sizeof *attn_names;
     default: *names = NULL; return 0;
     }
 }
@@ -199,6 +205,51 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
     }
     default: return -1;
     }
+}
+
+/* ---------------------------------------------------------------- attention by shape */
+
+/* Attention cost is in the sequence lengths, which no launch shape carries (a decode kernel's
+ * grid is the same at every KV length). The shim does not read them yet (docs/predictor.md,
+ * "Sequence lengths"), so this interface lives here rather than in predict.h: the trainer and
+ * the tests use it now, the shim calls rv_predict_attention_ns once it knows the shape.
+ * Mirrored by features.AttnShape. */
+struct rv_attn_shape { int64_t batch, q_len, kv_len, heads, kv_heads, head_dim; };
+#define RV_OP_ATTENTION_SHAPE 100 /* feature-vector class and index op of the shape models */
+
+/* Query-key pairs: a multi-token query is causal and aligned to the end of the KV (prefill,
+ * chunked prefill, speculative verification), a single token sees the whole KV. */
+static double attn_pairs(const struct rv_attn_shape *a)
+{
+    double q = (double)a->q_len, kv = (double)a->kv_len;
+    return q > 1 ? q * kv - q * (q - 1) / 2 : kv;
+}
+
+static double attn_flops(const struct rv_attn_shape *a)
+{
+    return 4.0 * a->batch * a->heads * attn_pairs(a) * a->head_dim;
+}
+
+static double attn_bytes(const struct rv_attn_shape *a) /* 16-bit q, k, v, o */
+{
+    return 2.0 * a->batch * a->head_dim *
+           (2.0 * a->q_len * a->heads + 2.0 * a->kv_len * a->kv_heads);
+}
+
+EXPORT int64_t rv_attention_roofline_ns(const struct rv_attn_shape *a, const double *spec)
+{
+    double tc = attn_flops(a) / spec[SP_BF16], tm = attn_bytes(a) / spec[SP_HBM];
+    return (int64_t)llround((tc > tm ? tc : tm) * 1e9 + spec[SP_LAUNCH_NS]);
+}
+
+EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *spec,
+                                 int kernel_id, double *out)
+{
+    double v[] = {kernel_id, a->batch, a->q_len, a->kv_len, a->heads, a->kv_heads, a->head_dim,
+                  lg2(attn_flops(a)), lg2(attn_bytes(a)),
+                  log((double)rv_attention_roofline_ns(a, spec))};
+    memcpy(out, v, sizeof v);
+    return sizeof v / sizeof *v;
 }
 
 /* ---------------------------------------------------------------- state */
@@ -344,6 +395,12 @@ static void load_index(const char *path)
                     fprintf(stderr, "revati predict: load %s: %s\n", full, lgbm_error());
                     abort();
                 }
+            } else if (pass == 0 && sscanf(line, "family %63s %d", fam, &op) == 2) {
+                /* a family the profile had too few launches of: the roofline predicts it,
+                 * but its name patterns still claim kernels before later families' do */
+                g_fam = realloc(g_fam, (g_nfam + 1) * sizeof *g_fam);
+                g_fam[g_nfam] = (struct family){.op = op};
+                snprintf(g_fam[g_nfam++].name, sizeof g_fam->name, "%s", fam);
             } else if (pass == 0 && sscanf(line, "%15s", kind) == 1 && !strcmp(kind, "kernel")) {
                 nkern++;
             } else if (pass == 1 && sscanf(line, "pattern %63s %n", fam, &off) == 1 && off) {
@@ -356,7 +413,7 @@ static void load_index(const char *path)
     }
     free(line);
     fclose(f);
-    if (g_nfam == 0) die("index lists no model");
+    if (g_nfam == 0) die("index lists no family");
     if (nspec != (1 << SP_N) - 1) die("index lacks the spec its models were trained on");
 }
 
@@ -390,6 +447,7 @@ struct key {
     int64_t m, n, k, batch, bytes;
     int dtype_a, dtype_b, dtype_c, trans_a, trans_b, copy_kind, coll, nranks;
     uint64_t name_hash;
+    struct rv_attn_shape attn; /* zero unless predicted by shape */
 };
 struct slot { struct key key; int64_t ns; int source; int used; };
 
@@ -416,56 +474,63 @@ static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source)
         g_cache = calloc(g_cache_cap, sizeof *g_cache);
         if (!g_cache) die("out of memory for the prediction cache");
         for (size_t i = 0; i < oldcap; i++)
-            if (old[i].used) {
-                uint64_t oh = fnv1a(&old[i].key, sizeof old[i].key, FNV0);
-                *cache_find(&old[i].key, oh) = old[i];
-            }
+            if (old[i].used)
+                *cache_find(&old[i].key, fnv1a(&old[i].key, sizeof old[i].key, FNV0)) = old[i];
         free(old);
     }
-    struct slot *s = cache_find(k, h);
-    *s = (struct slot){*k, ns, source, 1};
+    *cache_find(k, h) = (struct slot){*k, ns, source, 1};
     g_cache_len++;
+}
+
+static void make_key(struct key *k, const struct rv_launch *l, const struct rv_attn_shape *a)
+{
+    memset(k, 0, sizeof *k); /* padding too: the key is compared with memcmp */
+    k->op = l->op;
+    memcpy(k->grid, l->grid, sizeof k->grid);
+    memcpy(k->block, l->block, sizeof k->block);
+    k->shared_bytes = l->shared_bytes;
+    k->m = l->m; k->n = l->n; k->k = l->k; k->batch = l->batch; k->bytes = l->bytes;
+    k->dtype_a = l->dtype_a; k->dtype_b = l->dtype_b; k->dtype_c = l->dtype_c;
+    k->trans_a = l->trans_a; k->trans_b = l->trans_b;
+    k->copy_kind = l->copy_kind; k->coll = l->coll; k->nranks = l->nranks;
+    k->name_hash = l->kernel ? fnv1a(l->kernel, strlen(l->kernel), FNV0) : 0;
+    if (a) k->attn = *a;
 }
 
 /* ---------------------------------------------------------------- prediction */
 
-/* Family and kernel id of a kernel by its demangled name; -1 family when none matches. */
-static int classify(const char *name, int *kernel_id)
+static int vocab_id(uint64_t hash, int family)
+{
+    for (size_t i = hash & (g_vocab_cap - 1); g_vocab && g_vocab[i].family >= 0;
+         i = (i + 1) & (g_vocab_cap - 1))
+        if (g_vocab[i].hash == hash && g_vocab[i].family == family) return g_vocab[i].id;
+    return -1;
+}
+
+/* Family of a kernel by its demangled name (-1: none) and the name's hash for vocab_id. */
+static int classify(const char *name, uint64_t *hash)
 {
     char *dem = NULL;
     int status = -1;
     if (cxa_demangle && name[0] == '_' && name[1] == 'Z') dem = cxa_demangle(name, NULL, NULL, &status);
     const char *n = status == 0 && dem ? dem : name;
+    *hash = fnv1a(n, strlen(n), FNV0);
     int fam = -1;
-    *kernel_id = -1;
-    uint64_t h = fnv1a(n, strlen(n), FNV0);
-    for (size_t i = h & (g_vocab_cap - 1); g_vocab && g_vocab[i].family >= 0; i = (i + 1) & (g_vocab_cap - 1))
-        if (g_vocab[i].hash == h) { fam = g_vocab[i].family; *kernel_id = g_vocab[i].id; break; }
     for (int i = 0; fam < 0 && i < g_npat; i++)
         if (strcasestr(n, g_pat[i].needle)) fam = g_pat[i].family;
     free(dem);
     return fam;
 }
 
-static int64_t predict_uncached(const struct rv_launch *l, int *source)
+static int family_by_op(int op)
 {
-    int fam = -1, kid = -1;
-    if (l->op == RV_OP_KERNEL) {
-        if (l->kernel) fam = classify(l->kernel, &kid);
-    } else {
-        for (int i = 0; i < g_nfam && fam < 0; i++)
-            if (g_fam[i].op == l->op) fam = i;
-    }
-    if (fam < 0 || g_fam[fam].op != l->op) {
-        *source = RV_SRC_ROOFLINE;
-        return rv_roofline_ns(l, g_spec);
-    }
-    /* The models learnt log(measured / roofline) on the profiled GPU: evaluate them against
-     * that GPU's spec, not this run's, so a spec edit cannot silently shift them. */
-    int64_t roof = rv_roofline_ns(l, g_model_spec);
-    double x[NFEAT_MAX];
-    int n = rv_features(l, g_model_spec, kid, x);
-    if (l->op == RV_OP_KERNEL && kid < 0) x[0] = NAN; /* unseen kernel of a known family */
+    for (int i = 0; i < g_nfam; i++)
+        if (g_fam[i].op == op) return i;
+    return -1;
+}
+
+static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
+{
     if (n != g_fam[fam].nfeat) die("model feature count differs from this build's features");
     int64_t outlen = 0;
     double y = 0;
@@ -474,11 +539,42 @@ static int64_t predict_uncached(const struct rv_launch *l, int *source)
         fprintf(stderr, "revati predict: model %s: %s\n", g_fam[fam].name, lgbm_error());
         abort();
     }
-    *source = RV_SRC_MODEL;
     return (int64_t)llround((double)roof * exp(y));
 }
 
-EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
+/* The models learnt log(measured / roofline) on the profiled GPU, so they are evaluated
+ * against that GPU's spec (g_model_spec), never this run's: a spec edit cannot shift them. */
+static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_shape *a,
+                                int *source)
+{
+    int fam = -1;
+    uint64_t hash = 0;
+    double x[NFEAT_MAX];
+    if (l->op == RV_OP_KERNEL) {
+        if (l->kernel) fam = classify(l->kernel, &hash);
+        int shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);
+        if (a && fam >= 0 && shape_fam >= 0 && g_fam[shape_fam].booster &&
+            !strcmp(g_fam[fam].name, "attention")) {
+            int n = rv_attention_features(a, g_model_spec, vocab_id(hash, shape_fam), x);
+            if (x[0] < 0) x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
+            *source = RV_SRC_MODEL;
+            return evaluate(shape_fam, x, n, rv_attention_roofline_ns(a, g_model_spec));
+        }
+    } else {
+        fam = family_by_op(l->op);
+    }
+    if (fam < 0 || !g_fam[fam].booster) {
+        *source = RV_SRC_ROOFLINE;
+        return a ? rv_attention_roofline_ns(a, g_spec) : rv_roofline_ns(l, g_spec);
+    }
+    int kid = l->op == RV_OP_KERNEL ? vocab_id(hash, fam) : -1;
+    int n = rv_features(l, g_model_spec, kid, x);
+    if (l->op == RV_OP_KERNEL && kid < 0) x[0] = NAN;
+    *source = RV_SRC_MODEL;
+    return evaluate(fam, x, n, rv_roofline_ns(l, g_model_spec));
+}
+
+static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a, int *source)
 {
     pthread_once(&g_once, init);
     int src;
@@ -488,16 +584,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
         ns = g_fixed_ns;
     } else {
         struct key k;
-        memset(&k, 0, sizeof k); /* padding too: the key is compared with memcmp */
-        k.op = l->op;
-        memcpy(k.grid, l->grid, sizeof k.grid);
-        memcpy(k.block, l->block, sizeof k.block);
-        k.shared_bytes = l->shared_bytes;
-        k.m = l->m; k.n = l->n; k.k = l->k; k.batch = l->batch; k.bytes = l->bytes;
-        k.dtype_a = l->dtype_a; k.dtype_b = l->dtype_b; k.dtype_c = l->dtype_c;
-        k.trans_a = l->trans_a; k.trans_b = l->trans_b;
-        k.copy_kind = l->copy_kind; k.coll = l->coll; k.nranks = l->nranks;
-        k.name_hash = l->kernel ? fnv1a(l->kernel, strlen(l->kernel), FNV0) : 0;
+        make_key(&k, l, a);
         uint64_t h = fnv1a(&k, sizeof k, FNV0);
         pthread_mutex_lock(&g_lock);
         struct slot *s = cache_find(&k, h);
@@ -505,7 +592,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
             ns = s->ns;
             src = s->source;
         } else {
-            ns = predict_uncached(l, &src);
+            ns = predict_uncached(l, a, &src);
             cache_put(&k, h, ns, src);
         }
         pthread_mutex_unlock(&g_lock);
@@ -513,6 +600,19 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     atomic_fetch_add(&g_totals[src], ns);
     if (source) *source = src;
     return ns;
+}
+
+EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
+{
+    return predict(l, NULL, source);
+}
+
+/* An attention kernel whose sequence lengths are known: the shape model when the index has
+ * one (else the attention roofline). */
+EXPORT int64_t rv_predict_attention_ns(const struct rv_launch *l, const struct rv_attn_shape *a,
+                                       int *source)
+{
+    return predict(l, a, source);
 }
 
 EXPORT void rv_predict_totals(int64_t out_ns[3])

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from revati.predict.features import Op
+from revati.predict.features import ATTENTION_SHAPE_OP, Op
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
-    op: Op
+    op: int                         # features.Op, or ATTENTION_SHAPE_OP
     patterns: tuple[str, ...] = ()  # Op.KERNEL only; "" matches every name
     target_mape: float = 0.10       # held-out, GPU-time weighted (issue 7)
 
@@ -42,7 +42,10 @@ FAMILIES: tuple[Family, ...] = (
            ("elementwise", "catarray", "fill", "copy", "vectorized", "unrolled")),
     Family("misc", Op.KERNEL, ("",)),
 )
-BY_NAME = {f.name: f for f in FAMILIES}
+# Attention kernels whose sequence lengths are known (rv_predict_attention_ns): the same
+# kernels as "attention", predicted from (batch, q_len, kv_len, heads, kv_heads, head_dim).
+ATTENTION_SHAPE = Family("attention_shape", ATTENTION_SHAPE_OP, target_mape=0.08)
+BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE)}
 
 
 def family_of(op: int, kernel: str | None) -> str | None:

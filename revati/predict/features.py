@@ -92,6 +92,18 @@ class RvLaunch(ctypes.Structure):
     ]
 
 
+class AttnShape(ctypes.Structure):
+    """`struct rv_attn_shape` (predict.c): what the attention-by-shape models take."""
+
+    _fields_ = [(f, ctypes.c_int64) for f in ("batch", "q_len", "kv_len", "heads", "kv_heads",
+                                              "head_dim")]
+
+
+ATTENTION_SHAPE_OP = 100  # feature class and index op of the attention-by-shape models
+# Profile columns holding the attention shape, in AttnShape order.
+ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"]
+
+
 # Profile table columns holding the launch, one per scalar of struct rv_launch.
 LAUNCH_COLUMNS = [
     "op", "kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
@@ -141,6 +153,14 @@ def native() -> ctypes.CDLL:
     lib.rv_features.argtypes = [ctypes.POINTER(RvLaunch), dvec, ctypes.c_int, dvec]
     lib.rv_predict_ns.restype = ctypes.c_int64
     lib.rv_predict_ns.argtypes = [ctypes.POINTER(RvLaunch), ctypes.POINTER(ctypes.c_int)]
+    shape = ctypes.POINTER(AttnShape)
+    lib.rv_attention_roofline_ns.restype = ctypes.c_int64
+    lib.rv_attention_roofline_ns.argtypes = [shape, dvec]
+    lib.rv_attention_features.restype = ctypes.c_int
+    lib.rv_attention_features.argtypes = [shape, dvec, ctypes.c_int, dvec]
+    lib.rv_predict_attention_ns.restype = ctypes.c_int64
+    lib.rv_predict_attention_ns.argtypes = [ctypes.POINTER(RvLaunch), shape,
+                                            ctypes.POINTER(ctypes.c_int)]
     lib.rv_predict_totals.restype = None
     lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
     return lib
@@ -152,7 +172,7 @@ def spec_keys() -> list[str]:
     return [lib.rv_spec_key(i).decode() for i in range(lib.rv_spec_len())]
 
 
-def feature_names(op: Op) -> list[str]:
+def feature_names(op: int) -> list[str]:
     lib = native()
     names = []
     while (name := lib.rv_feature_name(int(op), len(names))) is not None:
@@ -198,3 +218,24 @@ def roofline_ns(row: Mapping[str, object], spec_vector: Iterable[float]) -> int:
     """Roofline duration (ns, launch overhead included) of one launch."""
     launch = to_launch(row)
     return int(native().rv_roofline_ns(ctypes.byref(launch), _spec_array(spec_vector)))
+
+
+def to_shape(row: Mapping[str, object]) -> AttnShape:
+    return AttnShape(*(int(row[c]) for c in ATTENTION_COLUMNS))
+
+
+def attention_feature_matrix(rows: Iterable[Mapping[str, object]],
+                             spec_vector: Iterable[float],
+                             kernel_ids: Iterable[int]) -> np.ndarray:
+    """Attention-by-shape feature vectors as the C predictor computes them."""
+    lib = native()
+    spec = _spec_array(spec_vector)
+    out = (ctypes.c_double * NFEAT_MAX)()
+    result = []
+    for row, kid in zip(rows, kernel_ids, strict=True):
+        n = lib.rv_attention_features(ctypes.byref(to_shape(row)), spec, int(kid), out)
+        vec = list(out[:n])
+        if kid < 0:
+            vec[0] = float("nan")
+        result.append(vec)
+    return np.asarray(result, dtype=np.float64)

@@ -18,12 +18,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from revati.predict.features import LAUNCH_COLUMNS
+from revati.predict.features import ATTENTION_COLUMNS, LAUNCH_COLUMNS
 from revati.predict.roofline import HardwareSpec
 
 # Sweep context recorded next to the launch columns. The attention shape is what the
-# attention models take (docs/predictor.md, "Sequence lengths").
-ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"]
+# attention-by-shape models take (docs/predictor.md, "Sequence lengths").
 CONTEXT_COLUMNS = ["sweep", "point", "position", "duration_ns", "reps", *ATTENTION_COLUMNS]
 
 

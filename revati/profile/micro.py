@@ -19,6 +19,7 @@ import gzip
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import sys
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from revati.predict.features import CopyKind, DType, Op, empty_launch_row
 from revati.profile.kineto import GpuRecord, records_by_range
 
-REPS = 3
+REPS = 5
 CHUNK = 300  # points per profiler session: keeps one Chrome trace to tens of MB
 
 # Model widths of the dense models serving is tuned for: (hidden, heads, kv_heads, head_dim,
@@ -101,13 +102,17 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
     def rnd(*shape, dtype=torch.bfloat16):
         return torch.randn(*shape, device=dev, dtype=torch.float32).to(dtype)
 
+    rng = random.Random(0)
     shapes = pick(linear_shapes())
     fp16_shapes = pick(linear_shapes({"llama-3.1-8b": MODELS["llama-3.1-8b"]}))
     # --- GEMMs: torch.nn.functional.linear (cuBLAS/cuBLASLt), bf16 and fp16.
     for name, dtype, dt in (("gemm_bf16", torch.bfloat16, DType.BF16),
                             ("gemm_fp16", torch.float16, DType.F16)):
         for n, k in (shapes if dt == DType.BF16 else fp16_shapes):
-            for m in pick(GEMM_M):
+            # Serving sees any token count: a few log-uniform m per shape beside the grid.
+            extra = [] if quick or dt != DType.BF16 else sorted(
+                {int(2 ** rng.uniform(0, 13)) for _ in range(4)} - set(GEMM_M))
+            for m in [*pick(GEMM_M), *extra]:
                 def setup(m=m, n=n, k=k, dtype=dtype):
                     x, w = rnd(m, k, dtype=dtype), rnd(n, k, dtype=dtype)
                     return lambda: F.linear(x, w)
@@ -162,6 +167,16 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
                     if b * kv_len <= 1 << 20:
                         yield sdpa_point(f"attn_decode_{bname}", backend, b, 1, kv_len, h, kvh,
                                          hd, False)
+            if bname == "cudnn" and not quick:  # off-grid shapes of the default backend
+                for _ in range(16):
+                    b, kv_len = int(2 ** rng.uniform(0, 8)), int(2 ** rng.uniform(6, 15))
+                    if b * kv_len <= 1 << 20:
+                        yield sdpa_point(f"attn_decode_{bname}", backend, b, 1, kv_len, h,
+                                         kvh, hd, False)
+                for _ in range(6):
+                    seq = int(2 ** rng.uniform(7, 14))
+                    yield sdpa_point(f"attn_prefill_{bname}", backend, 1, seq, seq, h, kvh, hd,
+                                     True)
     # --- Normalisation, activation, rotary, element-wise (bf16 activations).
     hiddens = sorted({m[0] for m in MODELS.values()})
     for h in pick(hiddens):
@@ -290,7 +305,11 @@ def measure(torch, points: list[Point], log=print, keep_trace: str | None = None
     run on a leased GPU ends with a profile rather than being killed without one."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # > 4x the 60 MB L2
+    # L2 flush before each repetition: serving reads weights and KV cache cold. Reading (not
+    # writing) 4x the 60 MB L2 leaves it full of clean lines; a zero-fill flush left dirty lines
+    # whose write-back slowed memory-bound GEMMs by 10-18% against the same GEMMs inside a
+    # real forward pass (seen in the first H200 profile).
+    flush = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
     rows, skipped = [], []
     began = time.time()
     for start in range(0, len(points), CHUNK):
@@ -309,7 +328,7 @@ def measure(torch, points: list[Point], log=print, keep_trace: str | None = None
                     skipped.append(f"{point.sweep}#{i}: {str(exc).splitlines()[0][:160]}")
                     continue
                 for rep in range(REPS):
-                    flush.zero_()
+                    flush.sum()
                     with record_function(f"rv#{i}#{rep}"):
                         run()
                 del run

@@ -1,0 +1,203 @@
+"""`revati predictor train`: one LightGBM model per kernel family from a hardware profile.
+
+Target: log(measured / roofline), the roofline being the C predictor's own (features.py), so a
+model learns the efficiency the roofline misses and stays sane outside the profiled range.
+Evaluation: a held-out share of the sweep points (all rows of a point on one side, so no shape
+is seen in training and testing), MAPE plain and GPU-time weighted, p90 absolute % error. The
+shipped model is then refitted on every point with the same settings.
+
+Writes, into the models folder: <family>.txt (LightGBM text format), index.txt (what the C
+predictor loads: the spec trained against, models, kernel-name patterns, kernel vocabulary;
+grammar in docs/predictor.md) and report.json (report.py prints it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+from revati.predict.families import ATTENTION_SHAPE, BY_NAME, FAMILIES, Family, family_of
+from revati.predict.features import (
+    ATTENTION_SHAPE_OP,
+    Op,
+    attention_feature_matrix,
+    feature_matrix,
+    feature_names,
+)
+from revati.predict.hwprofile import HardwareProfile, read_profile
+
+MIN_ROWS = 20  # fewer distinct launches than this: the roofline predicts the family
+PARAMS = {
+    "objective": "regression", "learning_rate": 0.05, "num_leaves": 31,
+    "min_data_in_leaf": 3, "min_data_per_group": 3, "cat_smooth": 1.0, "cat_l2": 1.0,
+    "max_cat_to_onehot": 8, "feature_pre_filter": False, "verbose": -1, "num_threads": 2,
+    "deterministic": True, "force_row_wise": True,
+}
+ROUNDS = 600
+
+
+@dataclass
+class FamilyData:
+    rows: pd.DataFrame
+    X: np.ndarray
+    names: list[str]
+    vocab: list[str]
+
+
+def assign_families(df: pd.DataFrame) -> pd.Series:
+    return pd.Series([family_of(int(op), k) for op, k in zip(df.op, df.kernel, strict=True)],
+                     index=df.index, dtype=object)
+
+
+def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
+                vocab: list[str] | None = None) -> FamilyData:
+    """Feature matrix of one family's rows. vocab: kernel names known to the model (built from
+    the rows when None); names outside it get a missing kernel id, as in the C predictor."""
+    op = BY_NAME[family].op
+    if op in (Op.KERNEL, ATTENTION_SHAPE_OP):
+        vocab = sorted(rows.kernel.unique()) if vocab is None else vocab
+        index = {name: i for i, name in enumerate(vocab)}
+        ids = [index.get(name, -1) for name in rows.kernel]
+    else:
+        vocab, ids = [], None
+    records = rows.to_dict("records")
+    X = (attention_feature_matrix(records, spec_vector, ids) if op == ATTENTION_SHAPE_OP
+         else feature_matrix(records, spec_vector, ids))
+    names = feature_names(op)
+    assert names[-1] == "log_roofline_ns", names  # the target's base, see module doc
+    return FamilyData(rows, X, names, vocab)
+
+
+def _fit(data: FamilyData, mask: np.ndarray, family: str, seed: int) -> lgb.Booster:
+    y = np.log(data.rows.duration_ns.to_numpy(dtype=float)) - data.X[:, -1]
+    cat = ["kernel_id"] if "kernel_id" in data.names else []
+    ds = lgb.Dataset(data.X[mask], y[mask], feature_name=data.names, categorical_feature=cat,
+                     free_raw_data=False)
+    return lgb.train({**PARAMS, "seed": seed}, ds, num_boost_round=ROUNDS)
+
+
+def predict_ns(booster: lgb.Booster, X: np.ndarray) -> np.ndarray:
+    return np.exp(booster.predict(X) + X[:, -1])
+
+
+def errors(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    ape = np.abs(pred - true) / true
+    return {"mape": float(ape.mean()),
+            "weighted_mape": float(np.abs(pred - true).sum() / true.sum()),
+            "p90_ape": float(np.quantile(ape, 0.9))}
+
+
+def train(profile_dir: str | Path, out_dir: str | Path, holdout: float = 0.2,
+          seed: int = 0) -> dict[str, object]:
+    profile = read_profile(profile_dir)
+    spec = profile.spec.vector()
+    df = profile.launches.copy()
+    df["family"] = assign_families(df)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    report: dict[str, object] = {
+        "hardware": profile.spec.name, "profile": str(profile_dir),
+        "profile_provenance": {k: profile.provenance.get(k) for k in
+                               ("gpu", "driver", "cuda", "torch", "date", "command")},
+        "trained": datetime.datetime.now(datetime.UTC).isoformat(),
+        "holdout": holdout, "seed": seed, "rounds": ROUNDS, "families": {}}
+    index = ["# revati predictor index (revati predictor train); grammar: docs/predictor.md"]
+    index += [f"spec {k} {v:.17g}" for k, v in profile.spec.values.items()]
+    vocab_lines, models = [], {}
+    attention = df[(df.family == "attention") & (df.attn_batch > 0)]
+    groups: list[tuple[Family, pd.DataFrame]] = [(f, df[df.family == f.name]) for f in FAMILIES]
+    for fam, rows in [*groups, (ATTENTION_SHAPE, attention)]:
+        entry: dict[str, object] = {"op": fam.name if fam.op == ATTENTION_SHAPE_OP
+                                    else Op(fam.op).name.lower(), "samples": len(rows),
+                                    "target_mape": fam.target_mape}
+        if len(rows) < MIN_ROWS:
+            entry["source"] = "roofline"
+            index.append(f"family {fam.name} {int(fam.op)}")
+            report["families"][fam.name] = entry
+            continue
+        data = family_data(rows, fam.name, spec)
+        points = rows.point.unique()
+        test_points = rng.choice(points, size=max(1, int(round(holdout * len(points)))),
+                                 replace=False)
+        test = rows.point.isin(test_points).to_numpy()
+        held = _fit(data, ~test, fam.name, seed)
+        true = rows.duration_ns.to_numpy(dtype=float)
+        entry.update(errors(predict_ns(held, data.X[test]), true[test]))
+        entry["roofline"] = errors(np.exp(data.X[test][:, -1]), true[test])
+        entry.update(source="model", test_samples=int(test.sum()),
+                     gpu_time_ns=float(true.sum()), kernels=len(data.vocab))
+        full = _fit(data, np.ones(len(rows), dtype=bool), fam.name, seed)
+        full.save_model(str(out / f"{fam.name}.txt"))
+        models[fam.name] = (full, data.vocab)
+        index.append(f"model {fam.name} {int(fam.op)} {len(data.names)} {fam.name}.txt")
+        vocab_lines += [f"kernel {fam.name} {i} {name}" for i, name in enumerate(data.vocab)]
+        report["families"][fam.name] = entry
+    index += [f"pattern {f.name} {p}" for f in FAMILIES if f.op == Op.KERNEL for p in f.patterns]
+    index += vocab_lines
+    (out / "index.txt").write_text("\n".join(index) + "\n")
+    if profile.e2e_kernels is not None:
+        report["e2e"] = e2e_check(profile, models, spec)
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def e2e_check(profile: HardwareProfile, models: dict[str, tuple[lgb.Booster, list[str]]],
+              spec: list[float]) -> dict[str, object]:
+    """The e2e forward passes predicted as the emulator will see them, against measurement:
+    GEMMs as the cuBLAS calls the forward makes (m, n, k known), attention kernels by shape,
+    every other launch by its launch features; the roofline where no model exists."""
+    from revati.predict.features import LAUNCH_COLUMNS, DType, roofline_ns
+    from revati.profile import e2e as arch
+    from revati.profile.micro import gemm_call
+
+    kernels = profile.e2e_kernels.copy()
+    for col in set(LAUNCH_COLUMNS) - set(kernels.columns):
+        kernels[col] = 0  # library-call fields: none for plain launches
+    kernels["family"] = assign_families(kernels)
+    cases: dict[str, object] = {}
+    for case, b, q_len, kv_len in arch.CASES:
+        g = kernels[kernels.case == case]
+        if g.empty:
+            continue
+        tokens = b * q_len
+        qkv = (arch.HEADS + 2 * arch.KV_HEADS) * arch.HEAD_DIM
+        shapes = [(tokens, qkv, arch.HIDDEN), (tokens, arch.HIDDEN, arch.HIDDEN),
+                  (tokens, 2 * arch.MLP, arch.HIDDEN), (tokens, arch.HIDDEN, arch.MLP)]
+        calls = pd.DataFrame([gemm_call(m, n, k, DType.BF16, DType.BF16)
+                              for m, n, k in shapes * arch.LAYERS
+                              + [(b, arch.VOCAB, arch.HIDDEN)]])
+        attn = g[g.family == "attention"].assign(
+            attn_batch=b, q_len=q_len, kv_len=kv_len, heads=arch.HEADS,
+            kv_heads=arch.KV_HEADS, head_dim=arch.HEAD_DIM)
+        rest = g[~g.family.isin(["attention", "gemm_kernel"])]
+        measured: dict[str, float] = {
+            "gemm": float(g[g.family == "gemm_kernel"].duration_ns.sum()),
+            "attention_shape": float(attn.duration_ns.sum())}
+        parts = [("gemm", calls), ("attention_shape", attn)]
+        for fam, sub in rest.groupby("family"):
+            measured[str(fam)] = float(sub.duration_ns.sum())
+            parts.append((str(fam), sub))
+        predicted, fallback = {}, 0.0
+        for fam, sub in parts:
+            if fam in models:
+                booster, vocab = models[fam]
+                predicted[fam] = float(predict_ns(booster, family_data(sub, fam, spec,
+                                                                       vocab).X).sum())
+            else:
+                predicted[fam] = float(sum(roofline_ns(r, spec) for r in sub.to_dict("records")))
+                fallback += predicted[fam]
+        total_m, total_p = sum(measured.values()), sum(predicted.values())
+        cases[case] = {
+            "measured_ns": total_m, "predicted_ns": total_p, "error": total_p / total_m - 1,
+            "fallback_share_of_predicted": fallback / total_p,
+            "families": {f: {"measured_ns": measured[f], "predicted_ns": predicted[f],
+                             "share_of_measured": measured[f] / total_m}
+                         for f in measured}}
+    return cases
