@@ -221,6 +221,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t h, unsigned link, un
     return NVML_SUCCESS;
 }
 
+#define NVML_NVLINK_DEVICE_TYPE_SWITCH 2
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t h, unsigned link, int *type) {
+    GPU(h, g); OUT(type);
+    if (link >= (unsigned)node()->nvlink_links) return NVML_ERROR_INVALID_ARGUMENT;
+    *type = NVML_NVLINK_DEVICE_TYPE_SWITCH;   /* every link goes to an NVSwitch */
+    return NVML_SUCCESS;
+}
+/* The emulated node models no NVSwitch PCI identities and no multi-node NVLink fabric;
+ * the real library answers NOT_SUPPORTED for these on HGX boards without a fabric too. */
+static nvmlReturn_t unsupported(const char *name) {
+    rv_log_once("NVML: not supported on the emulated node", name);
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t h, unsigned link, nvmlPciInfo_t *p) {
+    GPU(h, g);
+    return unsupported("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+}
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, void *info) {
+    GPU(h, g);
+    return unsupported("nvmlDeviceGetGpuFabricInfoV");
+}
+
 /* ---- live state of an idle, healthy GPU ------------------------------------------- */
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *u) { GPU(h, g); OUT(u); u->gpu = u->memory = 0; return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *n, void *infos) { GPU(h, g); OUT(n); *n = 0; return NVML_SUCCESS; }

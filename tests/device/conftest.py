@@ -32,7 +32,9 @@ class Emulated:
 
     def run(self, code: str, gpus: int = 1, hardware: str = "h200_sxm", timeout: float = 180,
             check: bool = True, **extra: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+        script = self.workdir / "program.py"  # a file: Triton reads its kernels' source
+        script.write_text(textwrap.dedent(code))
+        proc = subprocess.run([sys.executable, str(script)],
                               env=self.env(gpus, hardware, **extra), cwd=self.workdir,
                               capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:

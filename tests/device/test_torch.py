@@ -1,0 +1,165 @@
+"""Unmodified torch 2.11.0 (CUDA 13 build) on emulated GPUs.
+
+Skipped where the CUDA build of torch is not installed (`pip install -e .[device]`).
+"""
+
+import importlib.util
+
+import pytest
+
+from revati.device.spec import load_spec
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="torch (CUDA build) not installed")
+
+PROPS = """
+import json, torch, pynvml
+pynvml.nvmlInit()
+out = {"available": torch.cuda.is_available(), "count": torch.cuda.device_count(), "devices": []}
+for d in range(torch.cuda.device_count()):
+    p = torch.cuda.get_device_properties(d)
+    with torch.cuda.device(d):
+        free, total = torch.cuda.mem_get_info()
+    out["devices"].append({
+        "name": torch.cuda.get_device_name(d), "cc": list(torch.cuda.get_device_capability(d)),
+        "total": p.total_memory, "sms": p.multi_processor_count, "l2": p.L2_cache_size,
+        "uuid": "GPU-" + str(p.uuid), "bus": p.pci_bus_id, "free": free, "mem_total": total})
+out["nvml"] = [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+               for i in range(pynvml.nvmlDeviceGetCount())]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_torch_sees_the_spec(emulated, gpus):
+    spec = load_spec("h200_sxm")
+    out = emulated.json(PROPS, gpus=gpus)
+    assert out["available"] and out["count"] == gpus
+    for i, dev in enumerate(out["devices"]):
+        assert dev["name"] == spec.name
+        assert tuple(dev["cc"]) == spec.compute_capability
+        assert dev["total"] == dev["mem_total"] == spec.memory_bytes
+        assert dev["sms"] == spec.sm_count and dev["l2"] == spec.l2_bytes
+        assert dev["free"] == spec.memory_bytes - spec.context_reserved_bytes
+        assert dev["uuid"] == out["nvml"][i] and dev["bus"] == spec.pci_bus_ids[i]
+
+
+def test_torch_visible_devices_map_as_on_real_hardware(emulated):
+    spec = load_spec("h200_sxm")
+    out = emulated.json(PROPS, gpus=8, CUDA_VISIBLE_DEVICES="3,1")
+    assert out["count"] == 2
+    assert [d["uuid"] for d in out["devices"]] == [out["nvml"][3], out["nvml"][1]]
+    assert [d["bus"] for d in out["devices"]] == [spec.pci_bus_ids[3], spec.pci_bus_ids[1]]
+
+
+def test_hundred_gib_of_tensors_cost_no_ram_and_overflow_raises_oom(emulated):
+    out = emulated.json("""
+import json, torch
+def rss():
+    return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) << 10
+torch.zeros(1, device="cuda")
+before = rss()
+kept = [torch.zeros(10 << 30, dtype=torch.uint8, device="cuda") for _ in range(10)]
+grew = rss() - before
+try:
+    torch.empty(60 << 30, dtype=torch.uint8, device="cuda")
+    oom = False
+except torch.OutOfMemoryError:
+    oom = True
+print(json.dumps({"grew": grew, "allocated": torch.cuda.memory_allocated(), "oom": oom}))
+""")
+    assert out["allocated"] == 100 << 30
+    assert out["grew"] < 1 << 30
+    assert out["oom"]
+
+
+def test_torch_workloads_run(emulated):
+    out = emulated.json("""
+import json, torch
+import torch.nn.functional as F
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4).cuda()
+ran = {"roundtrip": x.cpu().flatten().tolist() == list(range(12))}
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    a = torch.randn(512, 1024, device="cuda", dtype=dtype)
+    b = torch.randn(1024, 256, device="cuda", dtype=dtype)
+    ran[str(dtype)] = tuple((a @ b).shape) == (512, 256)
+q = torch.randn(2, 8, 128, 64, device="cuda", dtype=torch.bfloat16)
+ran["sdpa"] = F.scaled_dot_product_attention(q, q, q, is_causal=True).shape == q.shape
+w = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+inp = torch.randn(32, 256, device="cuda", dtype=torch.bfloat16)
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(3):
+        torch.relu(inp @ w)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    out = torch.relu(inp @ w) + 1
+for _ in range(3):
+    g.replay()
+torch.cuda.synchronize()
+ran["graph"] = out.shape == (32, 256)
+print(json.dumps(ran))
+""")
+    assert out == {"roundtrip": True, "torch.float32": True, "torch.float16": True,
+                   "torch.bfloat16": True, "sdpa": True, "graph": True}
+
+
+D_NS = 2_000_000
+
+
+def test_torch_time_follows_predicted_durations(emulated):
+    out = emulated.json("""
+import json, time, torch
+x = torch.zeros(1024, device="cuda")
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(50):
+    x.add_(1)
+queued = time.perf_counter() - t0
+torch.cuda.synchronize()
+synced = time.perf_counter() - t0
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
+for _ in range(10):
+    x.add_(1)
+end.record()
+end.synchronize()
+elapsed_ms = start.elapsed_time(end)
+s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+with torch.cuda.stream(s1):
+    for _ in range(25):
+        x.add_(1)
+with torch.cuda.stream(s2):
+    y = torch.zeros(1024, device="cuda")
+    for _ in range(25):
+        y.add_(1)
+torch.cuda.synchronize()
+overlapped = time.perf_counter() - t0
+print(json.dumps({"queued": queued, "synced": synced, "elapsed_ms": elapsed_ms,
+                  "overlapped": overlapped}))
+""", REVATI_PREDICT_FIXED_NS=str(D_NS))
+    assert out["queued"] < 0.1 and 0.100 <= out["synced"] < 0.100 + 0.08
+    assert 20.0 <= out["elapsed_ms"] < 20.0 + 3.0
+    assert 0.050 <= out["overlapped"] < 0.100  # two 50 ms streams overlap
+
+
+@pytest.mark.e2e
+def test_triton_kernel_compiles_and_launches(emulated):
+    out = emulated.json("""
+import json, torch, triton, triton.language as tl
+@triton.jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+x = torch.randn(100000, device="cuda"); out = torch.empty_like(x)
+k = add[(triton.cdiv(x.numel(), 1024),)](x, x, out, x.numel(), BLOCK=1024)
+torch.cuda.synchronize()
+print(json.dumps({"target": str(triton.runtime.driver.active.get_current_target().arch),
+                  "cubin": "cubin" in k.asm}))
+""", timeout=600)
+    assert out == {"target": "90", "cubin": True}
