@@ -1,0 +1,48 @@
+"""GPU work under a Timekeeper (`revati run`): host synchronisation is a time-warp wait."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+PROGRAM = """
+import json, time, torch
+x = torch.zeros(1024, device="cuda"); torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(500):
+    x.add_(1)
+torch.cuda.synchronize()
+virtual = time.perf_counter() - t0
+s = torch.cuda.Stream()
+with torch.cuda.stream(s):
+    x.mul_(2)
+s.synchronize()
+print(json.dumps({"virtual": virtual}))
+"""
+
+
+def test_synchronize_jumps_virtual_time_and_traces_each_stream(emulated, tmp_path):
+    revati = shutil.which("revati", path=str(sys.prefix) + "/bin")
+    script = tmp_path / "warp.py"
+    script.write_text(PROGRAM)
+    trace = tmp_path / "trace.json"
+    env = emulated.env(REVATI_PREDICT_FIXED_NS=str(40_000_000))  # 500 x 40 ms = 20 s of GPU
+    start = time.monotonic()
+    proc = subprocess.run([revati, "run", "--trace", str(trace), "--", sys.executable, str(script)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    wall = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    virtual = json.loads(proc.stdout.strip().splitlines()[-1])["virtual"]
+    assert 20.0 <= virtual < 20.0 + 0.5
+    assert wall < virtual  # the 20 s of GPU time were jumped over, not slept
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    kernels = [e for e in events if e.get("ph") == "X" and str(e.get("tid")).startswith("GPU0")]
+    assert {e["tid"] for e in kernels} >= {"GPU0 default stream"}
+    assert len({e["tid"] for e in kernels}) == 2  # the legacy stream and the side stream
+    assert sum(e["dur"] for e in kernels) >= 500 * 40_000  # trace durations in microseconds
