@@ -19,6 +19,9 @@ from revati.tune.plots import front_plot
 
 # Throughput against tail latency: plotted for every sweep, whatever its objectives.
 THROUGHPUT_LATENCY = (("output_throughput", True), ("p99_ttft_ms", False))
+# Shown next to the objectives in the ranking when the trials have them.
+KEY_METRICS = ("num_gpus", "output_throughput", "p99_ttft_ms", "mean_tpot_ms", "goodput_per_gpu",
+               "cost_per_million_tokens")
 TOP = 10
 
 
@@ -38,9 +41,12 @@ def _ranked(study: optuna.Study, objectives: Any) -> pd.DataFrame:
     if not done:
         return pd.DataFrame()
     front = {t.number for t in study.best_trials}
+    names = [o.metric for o in objectives]
+    extra = [m for m in KEY_METRICS if m not in names]
     rows = [{"trial": t.number, "pareto": t.number in front, "config": _params(t),
-             **{o.metric: v for o, v in zip(objectives, t.values, strict=True)}} for t in done]
-    df = pd.DataFrame(rows)
+             **dict(zip(names, t.values, strict=True)),
+             **{m: t.user_attrs.get("metrics", {}).get(m) for m in extra}} for t in done]
+    df = pd.DataFrame(rows).dropna(axis="columns", how="all")
     first = objectives[0]
     return df.sort_values(["pareto", first.metric],
                           ascending=[False, first.direction == "minimize"]).head(TOP)

@@ -92,8 +92,9 @@ class Objective:
         requests = out_dir / "requests.csv"
         plot = latency_cdf(pd.read_csv(requests), out_dir / "latency_cdf.png") \
             if requests.is_file() else None
-        names = ("config.yaml", "command.txt", "bench.log", "summary.json", "requests.csv")
-        return [out_dir / n for n in names] + ([plot] if plot else [])
+        names = ("config.yaml", "command.txt", "summary.json", "requests.csv")
+        logs = sorted(out_dir.glob("*.log"))  # bench.log and any engine log bench leaves
+        return [out_dir / n for n in names] + logs + ([plot] if plot else [])
 
 
 class Progress:

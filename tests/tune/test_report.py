@@ -23,7 +23,8 @@ def _study() -> optuna.Study:
                              (8.0, 400.0, 700.0)):
         study.add_trial(create_trial(
             params={"workload.request_rate": rate}, distributions=RATE, values=[tput, ttft],
-            user_attrs={"metrics": {"output_throughput": tput, "p99_ttft_ms": ttft}}))
+            user_attrs={"metrics": {"output_throughput": tput, "p99_ttft_ms": ttft,
+                                    "cost_per_million_tokens": 1000 / tput}}))
     study.add_trial(create_trial(params={"workload.request_rate": 16.0}, distributions=RATE,
                                  state=TrialState.PRUNED,
                                  user_attrs={"infeasible_reason": "too many GPUs"}))
@@ -41,6 +42,9 @@ def test_report_ranks_and_explains(tmp_path):
     # Pareto trials first, by throughput (the first objective), then the dominated one.
     assert [row.split()[0] for row in best[1:]] == ["3", "1", "0", "2"]
     assert "request_rate=8.0" in best[1] and "True" in best[1] and "False" in best[4]
+    # Key metrics the trials have join the objectives; those they lack are left out.
+    assert "cost_per_million_tokens" in best[0] and "goodput_per_gpu" not in best[0]
+    assert float(best[1].split()[-1]) == 2.5
     assert "too many GPUs" in text and "bench died" in text
     assert {p.name for p in report.plots} == {"throughput_latency.png", "pareto_front.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.plots)
