@@ -60,6 +60,8 @@ void rv_after_fork_in_child(int idx);
 void rv_thread_started(void);             /* first thing a new thread runs */
 void rv_exec_begin(void);
 void rv_exec_failed(void);
+/* Earliest virtual deadline of the timerfds behind fds (timerfd.c). */
+int64_t rv_timers_deadline(const int *fds, int n);
 /* Idle-poller accounting for spinning threads (sched_yield, zero timeouts). */
 bool rv_poll_idle(void);
 void rv_poll_busy(void);

@@ -8,6 +8,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -49,3 +50,8 @@ RV_REAL(int, posix_spawn, pid_t *, const char *, const posix_spawn_file_actions_
 RV_REAL(int, posix_spawnp, pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const[], char *const[])
 RV_REAL(int, execve, const char *, char *const[], char *const[])
 RV_REAL(int, sched_yield, void)
+RV_REAL(int, timerfd_create, int, int)
+RV_REAL(int, timerfd_settime, int, int, const struct itimerspec *, struct itimerspec *)
+RV_REAL(int, timerfd_gettime, int, struct itimerspec *)
+RV_REAL(int, epoll_ctl, int, int, int, struct epoll_event *)
+RV_REAL(int, close, int)

@@ -114,44 +114,44 @@ EXPORT int sched_yield(void) {
  * mask under which the wake signal is deliverable. */
 typedef int (*fd_wait_fn)(void *ctx, const struct timespec *timeout, const sigset_t *mask);
 
-/* Run an fd wait until it has events, fails, or virtual time reaches vdeadline
+/* Run an fd wait until it has events, fails, or virtual time reaches user_deadline
  * (RV_NO_DEADLINE: wait forever). The wake signal interrupts the kernel wait after a
- * jump; a signal of the application's own is returned to it as EINTR. */
-static int warped_fd_wait(void *ctx, fd_wait_fn fn, int64_t vdeadline, const sigset_t *user_mask,
-                          const char *call) {
+ * jump; a signal of the application's own is returned to it as EINTR. `fds` are the
+ * descriptors waited on: armed timerfds among them (or behind an epoll fd) add their
+ * deadlines, so the Timekeeper can jump to them. */
+static int warped_fd_wait(void *ctx, fd_wait_fn fn, int64_t user_deadline,
+                          const sigset_t *user_mask, const char *call, const int *fds, int nfds) {
     if (!ATTACHED) return -2; /* caller passes through */
-    if (vdeadline != RV_NO_DEADLINE && vdeadline <= rv_now_ns()) {
+    if (user_deadline != RV_NO_DEADLINE && user_deadline <= rv_now_ns())
         return fn(ctx, &zero_ts, user_mask);
-    }
     /* cheap first look: ready already means no wait at all */
     int r = fn(ctx, &zero_ts, user_mask);
     if (r != 0) return r;
     sigset_t mask;
     rv_wait_sigmask(user_mask, &mask);
-    struct rv_wait *w = rv_block_begin_kind(vdeadline, call, RV_WAKE_SIGNAL);
     for (;;) {
+        int64_t timer = rv_timers_deadline(fds, nfds);
         struct timespec left, *tp = NULL;
-        if (vdeadline != RV_NO_DEADLINE) {
-            int64_t l = vdeadline - rv_now_ns();
-            if (l <= 0) {
-                r = 0;
-                break;
-            }
+        if (user_deadline != RV_NO_DEADLINE) {
+            int64_t l = user_deadline - rv_now_ns();
+            if (l <= 0) return 0;
             left = rv_ns_to_ts(l);
             tp = &left;
         }
+        /* registered again after every wake: a timer's next deadline may differ */
+        struct rv_wait *w = rv_block_begin_kind(timer < user_deadline ? timer : user_deadline,
+                                                call, RV_WAKE_SIGNAL);
         r = fn(ctx, tp, &mask);
-        if (r < 0 && errno == EINTR && rv_tl_woken) {
+        int e = errno;
+        rv_block_end(w);
+        errno = e;
+        if (r < 0 && e == EINTR && rv_tl_woken) {
             rv_tl_woken = 0;
-            continue; /* our wake: re-evaluate the deadline */
+            continue; /* our wake: re-evaluate the deadlines */
         }
-        if (r == 0 && vdeadline == RV_NO_DEADLINE) continue;
-        break;
+        if (r == 0 && user_deadline == RV_NO_DEADLINE) continue;
+        return r;
     }
-    int saved = errno;
-    rv_block_end(w);
-    errno = saved;
-    return r;
 }
 
 static int64_t deadline_after_ms(int timeout_ms) {
@@ -168,15 +168,25 @@ static int do_ppoll(void *c, const struct timespec *t, const sigset_t *m) {
     return REAL(ppoll)(p->fds, p->n, t, m);
 }
 
+/* The descriptors of a pollfd array, for the timerfd lookup (the first 64 suffice: an
+ * application polling more than that many fds with timers among them is not expected). */
+static int poll_fds(const struct pollfd *fds, nfds_t n, int *out) {
+    int k = 0;
+    for (nfds_t i = 0; i < n && k < 64; i++) out[k++] = fds[i].fd;
+    return k;
+}
+
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m) {
     struct poll_ctx c = {fds, n};
-    int r = warped_fd_wait(&c, do_ppoll, deadline_after_ts(t), m, "ppoll");
+    int ids[64], k = poll_fds(fds, n, ids);
+    int r = warped_fd_wait(&c, do_ppoll, deadline_after_ts(t), m, "ppoll", ids, k);
     return r == -2 ? REAL(ppoll)(fds, n, t, m) : r;
 }
 
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
     struct poll_ctx c = {fds, n};
-    int r = warped_fd_wait(&c, do_ppoll, deadline_after_ms(timeout_ms), NULL, "poll");
+    int ids[64], k = poll_fds(fds, n, ids);
+    int r = warped_fd_wait(&c, do_ppoll, deadline_after_ms(timeout_ms), NULL, "poll", ids, k);
     if (r != -2) return r;
     struct timespec ts = rv_ns_to_ts((int64_t)timeout_ms * 1000000);
     return REAL(ppoll)(fds, n, timeout_ms < 0 ? NULL : &ts, NULL);
@@ -198,7 +208,11 @@ static int warped_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t deadlin
     if (r) c.r0 = *r;
     if (w) c.w0 = *w;
     if (e) c.e0 = *e;
-    return warped_fd_wait(&c, do_pselect, deadline, m, call);
+    int ids[64], k = 0;
+    for (int fd = 0; fd < n && k < 64; fd++)
+        if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))
+            ids[k++] = fd;
+    return warped_fd_wait(&c, do_pselect, deadline, m, call, ids, k);
 }
 
 EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
@@ -229,14 +243,14 @@ static int do_epoll(void *c, const struct timespec *t, const sigset_t *m) {
 EXPORT int epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
                         const sigset_t *m) {
     struct epoll_ctx c = {fd, ev, max};
-    int r = warped_fd_wait(&c, do_epoll, deadline_after_ts(t), m, "epoll_pwait2");
+    int r = warped_fd_wait(&c, do_epoll, deadline_after_ts(t), m, "epoll_pwait2", &fd, 1);
     return r == -2 ? REAL(epoll_pwait2)(fd, ev, max, t, m) : r;
 }
 
 EXPORT int epoll_pwait(int fd, struct epoll_event *ev, int max, int timeout_ms,
                        const sigset_t *m) {
     struct epoll_ctx c = {fd, ev, max};
-    int r = warped_fd_wait(&c, do_epoll, deadline_after_ms(timeout_ms), m, "epoll_wait");
+    int r = warped_fd_wait(&c, do_epoll, deadline_after_ms(timeout_ms), m, "epoll_wait", &fd, 1);
     if (r != -2) return r;
     struct timespec ts = rv_ns_to_ts((int64_t)timeout_ms * 1000000);
     return REAL(epoll_pwait2)(fd, ev, max, timeout_ms < 0 ? NULL : &ts, m);
@@ -418,6 +432,12 @@ static bool would_block(int fd, short events) {
 
 EXPORT ssize_t read(int fd, void *buf, size_t n) {
     if (!would_block(fd, POLLIN)) return REAL(read)(fd, buf, n);
+    if (rv_timers_deadline(&fd, 1) != RV_NO_DEADLINE) { /* an armed timerfd */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct poll_ctx c = {&p, 1};
+        if (warped_fd_wait(&c, do_ppoll, RV_NO_DEADLINE, NULL, "read", &fd, 1) < 0) return -1;
+        return REAL(read)(fd, buf, n);
+    }
     UNTIMED("read", REAL(read)(fd, buf, n));
 }
 

@@ -28,8 +28,14 @@ def revati_run(args: list[str], timeout: float = 120, run_opts: list[str] | None
                **kw) -> Result:
     cmd = [sys.executable, "-m", "revati.cli.main", "run", *(run_opts or []), "--", *args]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    return Result(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # revati run ends the whole emulated tree on SIGTERM
+        p.communicate(timeout=30)
+        raise
+    return Result(p.returncode, out, err, time.monotonic() - t0)
 
 
 def run_py(code: str, timeout: float = 120, run_opts: list[str] | None = None, **kw) -> Result:
