@@ -55,7 +55,8 @@ CUDA_SOURCES = ["cuda.c", "cuda_memory.c", "cuda_stream.c", "darkapi.c", "cuda_s
 
 setup(
     ext_modules=[
-        native_lib("librevati_time", ["core.c", "timeshim.c", "timekeeper.c"], ["dl", "pthread", "rt"]),
+        native_lib("librevati_time", ["core.c", "timeshim.c", "timerfd.c", "timekeeper.c"],
+                   ["dl", "pthread", "rt"]),
         native_lib("librevati_predict", ["predict.c"], ["dl", "pthread", "m"]),
         native_lib("librevati_cuda", CUDA_SOURCES,
                    ["revati_time", "revati_predict", "dl", "pthread"],
