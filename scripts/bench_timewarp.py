@@ -69,8 +69,9 @@ def program_times(repeat: int) -> None:
             sys.executable, "-c", "import time, json; a=time.monotonic(); time.sleep(3600); "
             "print(json.dumps({'virtual': time.monotonic()-a}))"],
         "2: 1000 x asyncio.sleep(0.01)": [
-            sys.executable, "-c", "import asyncio, json, time\nasync def m():\n a=time.monotonic()\n"
-            " for _ in range(1000): await asyncio.sleep(0.01)\n return time.monotonic()-a\n"
+            sys.executable, "-c", "import asyncio, json, time\nasync def m():\n"
+            " a=time.monotonic()\n for _ in range(1000): await asyncio.sleep(0.01)\n"
+            " return time.monotonic()-a\n"
             "print(json.dumps({'virtual': asyncio.run(m())}))"],
         "3: 100 TCP round trips, 50 ms server": [
             sys.executable, str(PROGRAMS / "echo_client.py"), "tcp", "0.05", "100"],
