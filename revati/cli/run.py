@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
-from revati.timewarp.runner import EXIT_DEADLOCK, RunOptions, run
+from revati.timewarp.runner import EXIT_DEADLOCK, RunError, RunOptions, run
 
 LEVELS = ["error", "warn", "info", "debug"]
 
@@ -23,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deadlock-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="real seconds every thread may wait with no deadline before the run "
                    "is declared deadlocked (0: never)")
+    p.add_argument("--hardware", metavar="NAME",
+                   help="emulate GPUs of this model (conf/hardware/NAME.yaml, e.g. h200_sxm)")
+    p.add_argument("--gpus", type=int, default=1, help="number of emulated GPUs (with --hardware)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=main)
 
@@ -35,8 +39,13 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper().replace("WARN", "WARNING"),
                         format="revati: %(message)s")
     opts = RunOptions(command=cmd, trace=args.trace, log_level=args.log_level,
-                      deadlock_timeout_s=args.deadlock_timeout, timekeeper=args.timekeeper)
+                      deadlock_timeout_s=args.deadlock_timeout, timekeeper=args.timekeeper,
+                      hardware=args.hardware, gpus=args.gpus)
     if args.timekeeper and args.trace:
         print("revati run: --trace belongs to the shared timekeeper (revati timekeeper --trace)")
         return 2
-    return run(opts)
+    try:
+        return run(opts)
+    except RunError as e:
+        print(f"revati run: {e}", file=sys.stderr)
+        return 2

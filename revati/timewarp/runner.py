@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from revati.device.env import ShimNotBuiltError as DeviceShimNotBuilt
+from revati.device.env import emulated_device_env
 from revati.timewarp.native import time_shim_path
 from revati.timewarp.server import RemoteTimekeeper
 from revati.timewarp.timekeeper import Timekeeper
@@ -31,6 +33,10 @@ PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 3.0
 
 
+class RunError(Exception):
+    """A run that cannot start: bad options, an unreachable Timekeeper, no shim."""
+
+
 @dataclass
 class RunOptions:
     command: list[str]
@@ -38,6 +44,8 @@ class RunOptions:
     log_level: str = "warn"
     deadlock_timeout_s: float = 30.0
     timekeeper: str | None = None  # address of a shared `revati timekeeper`
+    hardware: str | None = None    # emulated GPU model (conf/hardware/NAME.yaml); None: no GPUs
+    gpus: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -120,11 +128,22 @@ def _kill_all(tk: Timekeeper | RemoteTimekeeper, child: int) -> None:
 def run(opts: RunOptions) -> int:
     trace_dir = None
     if opts.timekeeper:
-        tk: Timekeeper | RemoteTimekeeper = RemoteTimekeeper(opts.timekeeper)
+        try:
+            tk: Timekeeper | RemoteTimekeeper = RemoteTimekeeper(opts.timekeeper)
+        except ConnectionError as e:
+            raise RunError(str(e)) from e
     else:
         trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
         tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s)
     _set_subreaper()
+    workdir = Path(tempfile.mkdtemp(prefix="revati-run-"))
+    extra_env = dict(opts.extra_env)
+    if opts.hardware:
+        try:
+            extra_env.update(emulated_device_env(opts.hardware, opts.gpus, workdir))
+        except (ValueError, DeviceShimNotBuilt) as e:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise RunError(str(e)) from e
     forwarded: list[int] = []
     child = -1
 
@@ -141,7 +160,7 @@ def run(opts: RunOptions) -> int:
     try:
         tk.start()
         idx = tk.reserve(os.getpid())
-        env = emulated_env(tk.segment, opts.log_level, opts.extra_env)
+        env = emulated_env(tk.segment, opts.log_level, extra_env)
         try:
             child = os.posix_spawnp(opts.command[0], opts.command, env)
         except FileNotFoundError:
@@ -172,6 +191,7 @@ def run(opts: RunOptions) -> int:
         if status is None and child > 0:
             _kill_all(tk, child)
         tk.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
         for s, h in old.items():
             signal.signal(s, h)
         if trace_dir and opts.trace:

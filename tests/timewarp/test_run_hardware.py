@@ -1,0 +1,41 @@
+"""`revati run --hardware NAME --gpus N`: the command sees emulated GPUs in virtual time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.timewarp.conftest import revati_run, run_py
+
+
+def test_unknown_hardware_is_a_one_line_error() -> None:
+    r = revati_run(["true"], run_opts=["--hardware", "h999"])
+    assert r.returncode == 2
+    assert "unknown hardware 'h999'" in r.stderr and "h200_sxm" in r.stderr
+
+
+def test_too_many_gpus_for_a_node() -> None:
+    r = revati_run(["true"], run_opts=["--hardware", "h200_sxm", "--gpus", "9"])
+    assert r.returncode == 2
+    assert "gpus must be 1..8" in r.stderr
+
+
+def test_torch_sees_the_emulated_node_and_gemms_take_virtual_time() -> None:
+    pytest.importorskip("torch")
+    r = run_py("""
+        import json, time, torch
+        a = torch.empty(4096, 4096, device="cuda:1", dtype=torch.bfloat16)
+        torch.cuda.synchronize(1)
+        t = time.perf_counter()
+        for _ in range(50):
+            b = a @ a
+        queued = time.perf_counter() - t
+        torch.cuda.synchronize(1)
+        print(json.dumps({"n": torch.cuda.device_count(), "name": torch.cuda.get_device_name(1),
+                          "queued": queued, "total": time.perf_counter() - t}))
+    """, run_opts=["--hardware", "h200_sxm", "--gpus", "2"], timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["n"] == 2 and "H200" in out["name"]
+    # 50 GEMMs of 137 GFLOP cannot take less than 50 * 137e9 / 989e12 s (dense bf16 peak)
+    assert out["total"] >= 50 * 2 * 4096**3 / 989e12
+    assert out["total"] > out["queued"]  # launches return at once; synchronize waits
