@@ -34,24 +34,35 @@ def is_known_metric(name: str) -> bool:
     return name in DERIVED or name in SUMMARY or bool(_LATENCY.fullmatch(name))
 
 
-def _goodput(cfg: Any, summary: dict[str, Any], requests_csv: Path) -> float | None:
-    if not requests_csv.is_file() or not summary.get("duration"):
+def read_requests(out_dir: Path) -> pd.DataFrame | None:
+    """OUT/requests.csv, or None when the benchmark wrote none."""
+    path = out_dir / "requests.csv"
+    if not path.is_file():
         return None
-    df = pd.read_csv(requests_csv)
-    if not {"ttft_ms", "tpot_ms"} <= set(df.columns):
-        raise TrialError(f"{requests_csv.name} lacks the ttft_ms/tpot_ms columns goodput needs")
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise TrialError(f"bench wrote an unreadable {path.name}: {exc}") from None
+
+
+def _goodput(cfg: Any, summary: dict[str, Any], requests: pd.DataFrame | None) -> float | None:
+    if requests is None or not summary.get("duration"):
+        return None
+    if not {"ttft_ms", "tpot_ms"} <= set(requests.columns):
+        raise TrialError("requests.csv lacks the ttft_ms/tpot_ms columns goodput needs")
     slo = cfg.workload.slo
-    ok = (df["ttft_ms"] <= slo.ttft_ms) & (df["tpot_ms"] <= slo.tpot_ms)
+    ok = (requests["ttft_ms"] <= slo.ttft_ms) & (requests["tpot_ms"] <= slo.tpot_ms)
     return float(ok.sum()) / summary["duration"]
 
 
-def trial_metrics(cfg: Any, summary: dict[str, Any], out_dir: Path) -> dict[str, float]:
+def trial_metrics(cfg: Any, summary: dict[str, Any],
+                  requests: pd.DataFrame | None) -> dict[str, float]:
     """Every numeric summary value plus the derived metrics that its inputs allow."""
     metrics = {k: float(v) for k, v in summary.items()
                if isinstance(v, int | float) and not isinstance(v, bool)}
     gpus = cfg.parallelism.tensor_parallel_size * cfg.parallelism.pipeline_parallel_size
     metrics["num_gpus"] = float(gpus)
-    goodput = _goodput(cfg, summary, out_dir / "requests.csv")
+    goodput = _goodput(cfg, summary, requests)
     if goodput is not None:
         metrics["goodput"] = goodput
         metrics["goodput_per_gpu"] = goodput / gpus

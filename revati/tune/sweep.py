@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import pandas as pd
 import sqlalchemy.exc
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from tqdm import tqdm
 
 from revati.tune.constraints import first_violation
-from revati.tune.metrics import objective_values, trial_metrics
+from revati.tune.errors import ConfigError
+from revati.tune.metrics import objective_values, read_requests, trial_metrics
 from revati.tune.plots import latency_cdf
 from revati.tune.report import Report, build_report
 from revati.tune.space import SearchSpace, load_space, sampler_kind
@@ -66,35 +67,35 @@ class Objective:
         OmegaConf.update(cfg, "trial.out_dir", str(out_dir), force_add=True)
         out_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, out_dir / "config.yaml")
-        record = dict(number=trial.number, params=flat_params(cfg), artifacts=[])
+        record = dict(number=trial.number, params=flat_params(cfg))
         reason = first_violation(cfg, self.space.constraints)
         if reason:
             trial.set_user_attr("infeasible_reason", reason)
             self.tracker.log_trial(state="PRUNED", metrics={}, reason=reason,
-                                   **record | {"artifacts": [out_dir / "config.yaml"]})
+                                   artifacts=[out_dir / "config.yaml"], **record)
             raise optuna.TrialPruned(reason)
         try:
             summary = run_trial(cfg)
-            metrics = trial_metrics(cfg, summary, out_dir)
+            requests = read_requests(out_dir)
+            metrics = trial_metrics(cfg, summary, requests)
             values = objective_values(metrics, cfg.sweep.objectives)
         except TrialError as exc:
             trial.set_user_attr("fail_reason", str(exc))
             self.tracker.log_trial(state="FAIL", metrics={}, reason=str(exc),
-                                   **record | {"artifacts": self._artifacts(out_dir)})
+                                   artifacts=self._artifacts(out_dir), **record)
             raise
         trial.set_user_attr("metrics", metrics)
+        plot = None if requests is None else latency_cdf(requests, out_dir / "latency_cdf.png")
         self.tracker.log_trial(state="COMPLETE", metrics=metrics, reason=None,
-                               **record | {"artifacts": self._artifacts(out_dir)})
+                               artifacts=self._artifacts(out_dir) + ([plot] if plot else []),
+                               **record)
         return values
 
     @staticmethod
     def _artifacts(out_dir: Path) -> list[Path]:
-        requests = out_dir / "requests.csv"
-        plot = latency_cdf(pd.read_csv(requests), out_dir / "latency_cdf.png") \
-            if requests.is_file() else None
         names = ("config.yaml", "command.txt", "summary.json", "requests.csv")
         logs = sorted(out_dir.glob("*.log"))  # bench.log and any engine log bench leaves
-        return [out_dir / n for n in names] + logs + ([plot] if plot else [])
+        return [out_dir / n for n in names] + logs
 
 
 class Progress:
@@ -143,7 +144,17 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     out_dir = Path(cfg.study.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    storage = _storage(cfg.study.storage)
+    try:
+        storage = _storage(cfg.study.storage)
+    except (ImportError, sqlalchemy.exc.SQLAlchemyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot open study.storage '{cfg.study.storage}': {first}") from None
+    try:
+        tracker = SweepTracker(cfg.mlflow.tracking_uri, cfg.mlflow.experiment,
+                               cfg.mlflow.artifact_root, cfg.study.name)
+    except MlflowException as exc:
+        raise ConfigError(f"cannot open mlflow.tracking_uri '{cfg.mlflow.tracking_uri}': "
+                          f"{' '.join(str(exc).split())[:300]}") from None
     directions = [o.direction for o in cfg.sweep.objectives]
     existing = 0
     if cfg.study.name in {s.study_name for s in storage.get_all_studies()}:
@@ -154,8 +165,6 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     study = optuna.create_study(study_name=cfg.study.name, storage=storage, sampler=sampler,
                                 directions=directions, load_if_exists=True)
     optuna.storages.fail_stale_trials(study)
-    tracker = SweepTracker(cfg.mlflow.tracking_uri, cfg.mlflow.experiment,
-                           cfg.mlflow.artifact_root, cfg.study.name)
     tracker.log_sweep(flat_params(cfg))
     remaining = budget - len(study.get_trials(deepcopy=False, states=FINISHED))
     if remaining > 0:

@@ -32,7 +32,7 @@ def make_cfg():
 
 
 def _run_tune(cwd: Path, *args: str, env: dict[str, str] | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess:
+              timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "revati.tune.app", *args, "study.show_progress=false"],
         cwd=cwd, capture_output=True, text=True, timeout=timeout,

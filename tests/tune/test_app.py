@@ -30,6 +30,12 @@ no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
     (["+model=llama8b", "sweep=batching", "engine=sglang", "sweep.space=scheduler"],
      "sweeps 'scheduler.enable_chunked_prefill', which engine 'sglang' has no flag for"),
     (["+model=llama8b", "sweep=rate_capacity", "sweep.sampler=grid"], "no grid"),
+    (["+model=llama8b", "study.storage=nosuchdb://host/x"],
+     "cannot open study.storage 'nosuchdb://host/x'"),
+    (["+model=llama8b", "study.storage=sqlite:////nonexistent/dir/optuna.db"],
+     "cannot open study.storage 'sqlite:////nonexistent/dir/optuna.db'"),
+    (["+model=llama8b", "mlflow.tracking_uri=nosuch://x"],
+     "cannot open mlflow.tracking_uri 'nosuch://x'"),
 ])
 def test_bad_input_fails_before_any_trial(tmp_path, monkeypatch, capsys, args, bad):
     # In-process (the console script's own main) to keep these cases fast.

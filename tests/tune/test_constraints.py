@@ -16,11 +16,10 @@ def _with(cfg, **values):
 
 
 def test_llama70b_tp_pp_grid_on_h200(make_cfg):
-    infeasible = {}
+    cfg, infeasible = make_cfg("+model=llama70b"), {}
     for tp in (1, 2, 4, 8):
         for pp in (1, 2, 4):
-            cfg = _with(make_cfg("+model=llama70b"), parallelism__tensor_parallel_size=tp,
-                        parallelism__pipeline_parallel_size=pp)
+            _with(cfg, parallelism__tensor_parallel_size=tp, parallelism__pipeline_parallel_size=pp)
             infeasible[tp, pp] = first_violation(cfg, ALL)
     # Over the 8-GPU budget, and 141 GB of bf16 weights on one 141 GB H200.
     assert {k for k, v in infeasible.items() if v} == {(4, 4), (8, 2), (8, 4), (1, 1)}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from revati.tune.metrics import is_known_metric, objective_values, trial_metrics
+from revati.tune.metrics import is_known_metric, objective_values, read_requests, trial_metrics
 from revati.tune.trial import TrialError
 
 SUMMARY = {"duration": 10.0, "completed": 4, "output_throughput": 400.0,
@@ -20,7 +20,7 @@ def test_derived_metrics(make_cfg, tmp_path):
     # Requests 1 and 2 meet both SLOs; 3 misses TTFT, 4 misses TPOT.
     pd.DataFrame({"ttft_ms": [100, 1000, 1001, 10], "tpot_ms": [10, 50, 10, 51]}).to_csv(
         tmp_path / "requests.csv", index=False)
-    m = trial_metrics(cfg, SUMMARY, tmp_path)
+    m = trial_metrics(cfg, SUMMARY, read_requests(tmp_path))
     assert m["num_gpus"] == 2
     assert m["goodput"] == pytest.approx(2 / 10.0)
     assert m["goodput_per_gpu"] == pytest.approx(0.1)
@@ -32,14 +32,18 @@ def test_derived_metrics(make_cfg, tmp_path):
 
 def test_goodput_needs_requests(make_cfg, tmp_path):
     cfg = make_cfg("+model=llama8b")
-    m = trial_metrics(cfg, SUMMARY, tmp_path)
+    assert read_requests(tmp_path) is None
+    m = trial_metrics(cfg, SUMMARY, None)
     assert "goodput" not in m
     objectives = OmegaConf.create([{"metric": "goodput_per_gpu", "direction": "maximize"}])
     with pytest.raises(TrialError, match="no finite 'goodput_per_gpu'"):
         objective_values(m, objectives)
     pd.DataFrame({"ttft": [1.0]}).to_csv(tmp_path / "requests.csv", index=False)
     with pytest.raises(TrialError, match="lacks the ttft_ms/tpot_ms"):
-        trial_metrics(cfg, SUMMARY, tmp_path)
+        trial_metrics(cfg, SUMMARY, read_requests(tmp_path))
+    (tmp_path / "requests.csv").write_text("")
+    with pytest.raises(TrialError, match="unreadable requests.csv"):
+        read_requests(tmp_path)
 
 
 def test_nan_objective_fails(make_cfg):

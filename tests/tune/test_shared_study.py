@@ -77,7 +77,7 @@ def test_two_workers_share_one_study(postgres_url, tmp_path):
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(2)]
     for proc in workers:
-        _, err = proc.communicate(timeout=180)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
 
     [summary] = optuna.get_all_study_summaries(postgres_url)
