@@ -96,6 +96,20 @@ def batch_token_budget(cfg: Any) -> str | None:
     return None
 
 
+def context_fits(cfg: Any) -> str | None:
+    # vLLM refuses a max_model_len beyond the model's position embeddings, and rejects
+    # (fails) every request whose prompt plus output exceeds max_model_len.
+    max_len, positions = cfg.engine.max_model_len, cfg.model.config.max_position_embeddings
+    if max_len > positions:
+        return (f"max_model_len={max_len} exceeds max_position_embeddings={positions} "
+                f"of {cfg.model.name}")
+    w = cfg.workload
+    if w.input_len + w.output_len > max_len:
+        return (f"input_len={w.input_len} + output_len={w.output_len} exceeds "
+                f"max_model_len={max_len}")
+    return None
+
+
 @dataclass(frozen=True)
 class Constraint:
     check: Callable[[Any], str | None]
@@ -109,6 +123,7 @@ CONSTRAINTS = {
     "pp_divides_layers": Constraint(pp_divides_layers, (_PAR[1], "model")),
     "fits_in_memory": Constraint(fits_in_memory, (*_PAR, "model", "hardware", "engine")),
     "batch_token_budget": Constraint(batch_token_budget, ("scheduler", "engine.max_model_len")),
+    "context_fits": Constraint(context_fits, ("engine.max_model_len", "model", "workload")),
 }
 
 

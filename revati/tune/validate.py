@@ -95,7 +95,7 @@ def validate(cfg: Any, space: SearchSpace) -> None:
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key, int)
     _positive(cfg, "workload.request_rate", (int, float), allow_inf=True)
-    _positive(cfg, "engine.gpu_memory_utilization", float)
+    _positive(cfg, "engine.gpu_memory_utilization", (int, float))
     if cfg.engine.gpu_memory_utilization > 1:
         raise ConfigError(f"engine.gpu_memory_utilization={cfg.engine.gpu_memory_utilization} "
                           "must be at most 1")

@@ -34,6 +34,8 @@ no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
      "cannot open study.storage 'nosuchdb://host/x'"),
     (["+model=llama8b", "study.storage=sqlite:////nonexistent/dir/optuna.db"],
      "cannot open study.storage 'sqlite:////nonexistent/dir/optuna.db'"),
+    (["+model=llama8b", "workload=long_context", "engine.max_model_len=4096"],
+     "input_len=6144 + output_len=256 exceeds max_model_len=4096"),
     (["+model=llama8b", "mlflow.tracking_uri=nosuch://x"],
      "cannot open mlflow.tracking_uri 'nosuch://x'"),
 ])

@@ -84,3 +84,11 @@ def test_fixed_settings_are_checked_before_the_sweep(make_cfg):
 def test_unknown_constraint(make_cfg):
     with pytest.raises(ConfigError, match="unknown constraint 'nope'"):
         first_violation(make_cfg("+model=llama8b"), ("nope",))
+
+
+def test_context_fits(make_cfg):
+    cfg = make_cfg("+model=llama8b", "workload.input_len=8000", "workload.output_len=500")
+    assert "exceeds max_model_len=8192" in first_violation(cfg, ("context_fits",))
+    cfg = make_cfg("+model=mixtral", "engine.max_model_len=65536")
+    assert "max_position_embeddings=32768" in first_violation(cfg, ("context_fits",))
+    assert first_violation(make_cfg("+model=llama8b"), ("context_fits",)) is None
