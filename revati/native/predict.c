@@ -263,6 +263,7 @@ struct family {
     int op;
     int nfeat;
     void *booster;
+    void *fast; /* LightGBM FastConfig: single-row prediction without re-parsing parameters */
 };
 
 struct pattern { int family; char *needle; };
@@ -277,8 +278,8 @@ static size_t g_vocab_cap;
 
 /* LightGBM C API, resolved from REVATI_LIGHTGBM_LIB on first model load. */
 static int (*lgbm_create)(const char *, int *, void **);
-static int (*lgbm_predict)(void *, const void *, int, int, int, int, int, int, const char *,
-                           int64_t *, double *);
+static int (*lgbm_fast_init)(void *, int, int, int, int, int32_t, const char *, void **);
+static int (*lgbm_fast_predict)(void *, const void *, int64_t *, double *);
 static const char *(*lgbm_error)(void);
 static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 
@@ -328,7 +329,8 @@ static void open_lightgbm(void)
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) { fprintf(stderr, "revati predict: dlopen %s: %s\n", lib, dlerror()); abort(); }
     lgbm_create = need_sym(h, "LGBM_BoosterCreateFromModelfile");
-    lgbm_predict = need_sym(h, "LGBM_BoosterPredictForMatSingleRow");
+    lgbm_fast_init = need_sym(h, "LGBM_BoosterPredictForMatSingleRowFastInit");
+    lgbm_fast_predict = need_sym(h, "LGBM_BoosterPredictForMatSingleRowFast");
     lgbm_error = need_sym(h, "LGBM_GetLastError");
 }
 
@@ -391,7 +393,9 @@ static void load_index(const char *path)
                 char full[8192];
                 snprintf(full, sizeof full, "%s%s", dir, file);
                 int iters;
-                if (lgbm_create(full, &iters, &fm->booster) != 0) {
+                if (lgbm_create(full, &iters, &fm->booster) != 0 ||
+                    lgbm_fast_init(fm->booster, 0 /*normal*/, 0, -1, 1 /*float64*/, nfeat,
+                                   "num_threads=1", &fm->fast) != 0) {
                     fprintf(stderr, "revati predict: load %s: %s\n", full, lgbm_error());
                     abort();
                 }
@@ -534,8 +538,7 @@ static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
     if (n != g_fam[fam].nfeat) die("model feature count differs from this build's features");
     int64_t outlen = 0;
     double y = 0;
-    if (lgbm_predict(g_fam[fam].booster, x, 1 /*float64*/, n, 1, 0 /*normal*/, 0, -1,
-                     "num_threads=1", &outlen, &y) != 0 || outlen != 1) {
+    if (lgbm_fast_predict(g_fam[fam].fast, x, &outlen, &y) != 0 || outlen != 1) {
         fprintf(stderr, "revati predict: model %s: %s\n", g_fam[fam].name, lgbm_error());
         abort();
     }

@@ -1,0 +1,51 @@
+"""`revati predictor report`: the accuracy of a hardware's models, from its report.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def load(models: Path) -> dict[str, object]:
+    return json.loads((models / "report.json").read_text())
+
+
+def e2e_shares(report: dict[str, object]) -> dict[str, float]:
+    """Each family's mean share of measured GPU time over the e2e cases."""
+    cases = report.get("e2e", {})
+    shares: dict[str, float] = {}
+    for case in cases.values():
+        for fam, v in case["families"].items():
+            shares[fam] = shares.get(fam, 0.0) + v["share_of_measured"] / len(cases)
+    return shares
+
+
+def render(report: dict[str, object]) -> str:
+    shares = e2e_shares(report)
+    prov = report.get("profile_provenance", {})
+    lines = [f"hardware: {report['hardware']}   profile: {prov.get('date')}"
+             f" torch {prov.get('torch')}"
+             f" CUDA {prov.get('cuda')} driver {prov.get('driver')}",
+             f"held-out: {report['holdout']:.0%} of sweep points; errors on predicted vs "
+             "measured duration; GPU share = mean share of the Llama-8B-shaped e2e cases",
+             "",
+             f"{'family':18} {'source':8} {'samples':>7} {'MAPE':>7} {'wMAPE':>7} {'p90|e|':>7} "
+             f"{'target':>6} {'ok':>3} {'roofline':>8} {'GPU share':>9}"]
+    for fam, e in report["families"].items():
+        share = f"{shares[fam]:9.1%}" if fam in shares else f"{'-':>9}"
+        if e["source"] != "model":
+            lines.append(f"{fam:18} {'roofline':8} {e['samples']:7d} {'-':>7} {'-':>7} {'-':>7} "
+                         f"{e['target_mape']:6.0%} {'-':>3} {'-':>8} {share}")
+            continue
+        ok = "yes" if e["weighted_mape"] <= e["target_mape"] else "NO"
+        lines.append(f"{fam:18} {'model':8} {e['samples']:7d} {e['mape']:7.1%} "
+                     f"{e['weighted_mape']:7.1%} {e['p90_ape']:7.1%} {e['target_mape']:6.0%} "
+                     f"{ok:>3} {e['roofline']['weighted_mape']:8.1%} {share}")
+    if report.get("e2e"):
+        lines += ["", "end-to-end (GEMMs as cuBLAS calls, attention by shape, the rest by launch):",
+                  f"{'case':20} {'measured ms':>11} {'predicted ms':>12} {'error':>7} "
+                  f"{'fallback':>8}"]
+        for case, v in report["e2e"].items():
+            lines.append(f"{case:20} {v['measured_ns'] / 1e6:11.3f} {v['predicted_ns'] / 1e6:12.3f}"
+                         f" {v['error']:+7.1%} {v['fallback_share_of_predicted']:8.1%}")
+    return "\n".join(lines)
