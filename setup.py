@@ -63,6 +63,9 @@ setup(
                    ["-Wl,-soname,libcuda.so.1", "-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
         native_lib("librevati_nvml", ["nvml.c", "cuda_spec.c"], ["revati_time", "pthread"],
                    ["-Wl,-soname,libnvidia-ml.so.1", "-Wl,-rpath,$ORIGIN"]),
+        native_lib("librevati_nccl", ["nccl.c"],
+                   ["revati_cuda", "revati_time", "revati_predict", "pthread", "rt"],
+                   ["-Wl,-soname,libnccl.so.2", "-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
     ],
     cmdclass={"build_ext": BuildNative},
 )

@@ -1,11 +1,12 @@
 """Environment of a process that runs on emulated GPUs.
 
-The device shim is built as revati/native/librevati_cuda.so (SONAME libcuda.so.1) and
-librevati_nvml.so (SONAME libnvidia-ml.so.1). CUDA libraries find the driver by
-dlopen("libcuda.so.1"), so the process needs a directory on LD_LIBRARY_PATH holding files
-of those exact names; we make one per run under the workdir, of symlinks, rather than
-shipping files named like the real driver inside the package. The unversioned names are
-there for Triton, which links its launcher stubs with -lcuda.
+The device shim is built as revati/native/librevati_cuda.so (SONAME libcuda.so.1),
+librevati_nvml.so (SONAME libnvidia-ml.so.1) and librevati_nccl.so (SONAME libnccl.so.2).
+CUDA libraries find the driver by dlopen("libcuda.so.1"), so the process needs a directory
+on LD_LIBRARY_PATH holding files of those exact names; we make one per run under the
+workdir, of symlinks, rather than shipping files named like the real driver inside the
+package. The unversioned names are there for Triton, which links its launcher stubs with
+-lcuda.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ NATIVE_DIR = pathlib.Path(__file__).resolve().parents[1] / "native"
 _LIBRARY_NAMES = {
     "librevati_cuda.so": ("libcuda.so.1", "libcuda.so"),
     "librevati_nvml.so": ("libnvidia-ml.so.1", "libnvidia-ml.so"),
+    "librevati_nccl.so": ("libnccl.so.2",),
     "librevati_time.so": ("librevati_time.so",),
     "librevati_predict.so": ("librevati_predict.so",),
 }
@@ -57,7 +59,8 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
 def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
     """Variables to add to a child's environment so it sees `gpus` GPUs of `hardware`.
 
-    LD_LIBRARY_PATH holds only our directory: the caller prepends it to any existing value.
+    LD_LIBRARY_PATH and LD_PRELOAD hold only our entries: the caller prepends them to any
+    existing value (apply_env does).
     """
     spec = load_spec(hardware)
     if not 1 <= gpus <= spec.gpus_per_node:
@@ -67,6 +70,11 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
     lib = driver_dir(workdir)
     return {
         "LD_LIBRARY_PATH": str(lib),
+        # torch finds NCCL through its RPATH, which LD_LIBRARY_PATH cannot override; a
+        # preloaded library of the same SONAME satisfies that lookup and vLLM's dlopen.
+        # The time shim comes first: it finds libc's functions as the next definitions, so
+        # it must precede libc in the search order, which a mere dependency would not.
+        "LD_PRELOAD": f"{lib / 'librevati_time.so'} {lib / 'libnccl.so.2'}",
         "REVATI_HW_SPEC": str(spec_file),
         "REVATI_GPUS": str(gpus),
         # Triton otherwise asks `ldconfig -p` where libcuda is, which finds no driver here.

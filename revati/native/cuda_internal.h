@@ -72,6 +72,8 @@ CUresult rv_enqueue_transfer(CUstream s, int op, int64_t bytes, int copy_kind, b
                              const char *call);
 CUresult rv_check_stream(CUstream s);
 int rv_stream_device(CUstream s);
+/* Cross-process operations (the NCCL shim): see cuda_device_api.h. */
+#include "cuda_device_api.h"
 void rv_cuda_per_thread_begin(void);
 void rv_cuda_per_thread_end(void);
 

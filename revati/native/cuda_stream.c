@@ -20,7 +20,9 @@
 #define RV_MAGIC_GRAPH 0x52564752u
 #define RV_MAGIC_EXEC 0x52564758u
 
-struct node { struct rv_launch l; char *name; };
+/* A node either has a predicted duration (l) or is a cross-process operation (join != NULL:
+ * a collective, whose completion depends on other ranks and is asked for at replay). */
+struct node { struct rv_launch l; char *name; rv_join_fn join; void *ctx; };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
 struct exec { uint32_t magic; struct graph g; };
 
@@ -126,7 +128,8 @@ static int64_t ready_time(struct stream *s) {
     return t;
 }
 
-static void graph_add(struct graph *g, const struct rv_launch *l, const char *name) {
+static void graph_add(struct graph *g, const struct rv_launch *l, const char *name, rv_join_fn join,
+                      void *ctx) {
     if (g->n == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
         g->nodes = realloc(g->nodes, g->cap * sizeof *g->nodes);
@@ -135,6 +138,8 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->l = *l;
     n->name = strdup(name);
     n->l.kernel = l->kernel ? n->name : NULL;
+    n->join = join;
+    n->ctx = ctx;
 }
 
 /* Put one operation on s's timeline. Holds g_tl. */
@@ -152,8 +157,36 @@ CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
-    if (s->capture) graph_add(s->capture, &copy, name);
+    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL);
     else append(s, &copy, name);
+    pthread_mutex_unlock(&g_tl);
+    return CUDA_SUCCESS;
+}
+
+/* Join a cross-process operation: releases the timeline lock while join() waits for the
+ * other ranks, then moves the tail to the completion join() returns. */
+static void joined(struct stream *s, const char *name, rv_join_fn join, void *ctx) {
+    int64_t arrival = ready_time(s), busy = 0;
+    pthread_mutex_unlock(&g_tl);
+    int64_t done = join(ctx, arrival, &busy);
+    pthread_mutex_lock(&g_tl);
+    s->tail = max64(s->tail, done);
+    if (rv_tracing()) rv_trace_complete(s->track, name, done - busy, busy, NULL);
+}
+
+CUresult rv_cuda_enqueue_joined(CUstream h, const char *name, rv_join_fn join, void *ctx,
+                                bool *captured) {
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    *captured = s->capture != NULL;
+    if (s->capture) {
+        struct rv_launch l = {.op = RV_OP_COLLECTIVE, .device = rv_phys(s->dev)};
+        graph_add(s->capture, &l, name, join, ctx);
+    } else {
+        joined(s, name, join, ctx);
+    }
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;
 }
@@ -555,8 +588,10 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     struct stream *s = resolve(hs);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     for (size_t i = 0; i < e->g.n; i++) {
-        if (s->capture) graph_add(s->capture, &e->g.nodes[i].l, e->g.nodes[i].name);
-        else append(s, &e->g.nodes[i].l, e->g.nodes[i].name);
+        struct node *n = &e->g.nodes[i];
+        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx);
+        else if (n->join) joined(s, n->name, n->join, n->ctx);
+        else append(s, &n->l, n->name);
     }
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;

@@ -1,0 +1,118 @@
+"""torch.distributed over the emulated NCCL: several processes, one emulated GPU each."""
+
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch (CUDA build) not installed")]
+
+D_NS = 5_000_000  # every operation, collectives included, takes 5 ms
+
+PRELUDE = """
+import json, os, time, torch, torch.distributed as dist
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+x = torch.ones(1 << 20, device="cuda")
+dist.all_reduce(x)
+torch.cuda.synchronize()
+"""
+EPILOGUE = """
+dist.barrier()
+dist.destroy_process_group()
+print(json.dumps(out))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ranks(emulated, body: str, world: int) -> list[dict]:
+    script = emulated.workdir / "rank.py"
+    script.write_text(PRELUDE + body + EPILOGUE)
+    port = str(free_port())
+    procs = [subprocess.Popen(
+        [sys.executable, str(script)], cwd=emulated.workdir, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=emulated.env(world, REVATI_PREDICT_FIXED_NS=str(D_NS), RANK=str(r),
+                         WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+        for r in range(world)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def test_collective_completes_at_the_latest_arrival(emulated):
+    out = ranks(emulated, """
+if rank == 0:
+    time.sleep(0.3)   # rank 0 reaches the all-reduce 300 ms after rank 1
+t0 = time.perf_counter()
+dist.all_reduce(x)
+torch.cuda.synchronize()
+waited = time.perf_counter() - t0
+gathered = [torch.empty_like(x) for _ in range(world)]
+t0 = time.perf_counter()
+dist.all_gather(gathered, x)
+if rank == 0:
+    dist.send(x, 1)
+else:
+    dist.recv(x, 0)
+torch.cuda.synchronize()
+out = {"waited": waited, "more": time.perf_counter() - t0}
+""", world=2)
+    assert 0.005 <= out[0]["waited"] < 0.005 + 0.05
+    # the ranks start their clocks a few ms apart (the first all-reduce aligns them)
+    assert 0.305 - 0.02 <= out[1]["waited"] < 0.305 + 0.08
+    assert all(0.010 <= r["more"] < 0.5 for r in out)  # the p2p communicator is created here
+
+
+def test_grouped_point_to_point_exchange_does_not_deadlock(emulated):
+    out = ranks(emulated, """
+peer_next, peer_prev = (rank + 1) % world, (rank - 1) % world
+y = torch.empty_like(x)
+t0 = time.perf_counter()
+ops = [dist.P2POp(dist.isend, x, peer_next), dist.P2POp(dist.irecv, y, peer_prev)]
+for work in dist.batch_isend_irecv(ops):
+    work.wait()
+torch.cuda.synchronize()
+out = {"ring": time.perf_counter() - t0}
+""", world=3)
+    assert all(0.005 <= r["ring"] < 0.010 + 0.05 for r in out)
+
+
+def test_captured_collectives_rendezvous_at_every_replay(emulated):
+    out = ranks(emulated, """
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    dist.all_reduce(x)
+torch.cuda.current_stream().wait_stream(s)
+torch.cuda.synchronize()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    for _ in range(4):
+        dist.all_reduce(x)
+torch.cuda.synchronize()
+if rank == 1:
+    time.sleep(0.2)
+t0 = time.perf_counter()
+for _ in range(5):
+    g.replay()
+torch.cuda.synchronize()
+out = {"replay": time.perf_counter() - t0}
+""", world=2)
+    assert 0.100 <= out[1]["replay"] < 0.100 + 0.05   # 20 all-reduces of 5 ms
+    # ... after waiting for rank 1 (whose clock starts a few ms apart)
+    assert 0.300 - 0.02 <= out[0]["replay"] < 0.300 + 0.08
