@@ -74,12 +74,12 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     return FamilyData(rows, X, names, vocab)
 
 
-def _fit(data: FamilyData, mask: np.ndarray, family: str, seed: int) -> lgb.Booster:
+def _fit(data: FamilyData, mask: np.ndarray, seed: int, rounds: int) -> lgb.Booster:
     y = np.log(data.rows.duration_ns.to_numpy(dtype=float)) - data.X[:, -1]
     cat = ["kernel_id"] if "kernel_id" in data.names else []
     ds = lgb.Dataset(data.X[mask], y[mask], feature_name=data.names, categorical_feature=cat,
                      free_raw_data=False)
-    return lgb.train({**PARAMS, "seed": seed}, ds, num_boost_round=ROUNDS)
+    return lgb.train({**PARAMS, "seed": seed}, ds, num_boost_round=rounds)
 
 
 def predict_ns(booster: lgb.Booster, X: np.ndarray) -> np.ndarray:
@@ -94,7 +94,7 @@ def errors(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
 
 
 def train(profile_dir: str | Path, out_dir: str | Path, holdout: float = 0.2,
-          seed: int = 0) -> dict[str, object]:
+          seed: int = 0, rounds: int = ROUNDS) -> dict[str, object]:
     profile = read_profile(profile_dir)
     spec = profile.spec.vector()
     df = profile.launches.copy()
@@ -107,7 +107,7 @@ def train(profile_dir: str | Path, out_dir: str | Path, holdout: float = 0.2,
         "profile_provenance": {k: profile.provenance.get(k) for k in
                                ("gpu", "driver", "cuda", "torch", "date", "command")},
         "trained": datetime.datetime.now(datetime.UTC).isoformat(),
-        "holdout": holdout, "seed": seed, "rounds": ROUNDS, "families": {}}
+        "holdout": holdout, "seed": seed, "rounds": rounds, "families": {}}
     index = ["# revati predictor index (revati predictor train); grammar: docs/predictor.md"]
     index += [f"spec {k} {v:.17g}" for k, v in profile.spec.values.items()]
     vocab_lines, models = [], {}
@@ -127,13 +127,13 @@ def train(profile_dir: str | Path, out_dir: str | Path, holdout: float = 0.2,
         test_points = rng.choice(points, size=max(1, int(round(holdout * len(points)))),
                                  replace=False)
         test = rows.point.isin(test_points).to_numpy()
-        held = _fit(data, ~test, fam.name, seed)
+        held = _fit(data, ~test, seed, rounds)
         true = rows.duration_ns.to_numpy(dtype=float)
         entry.update(errors(predict_ns(held, data.X[test]), true[test]))
         entry["roofline"] = errors(np.exp(data.X[test][:, -1]), true[test])
         entry.update(source="model", test_samples=int(test.sum()),
                      gpu_time_ns=float(true.sum()), kernels=len(data.vocab))
-        full = _fit(data, np.ones(len(rows), dtype=bool), fam.name, seed)
+        full = _fit(data, np.ones(len(rows), dtype=bool), seed, rounds)
         full.save_model(str(out / f"{fam.name}.txt"))
         models[fam.name] = (full, data.vocab)
         index.append(f"model {fam.name} {int(fam.op)} {len(data.names)} {fam.name}.txt")

@@ -1,0 +1,81 @@
+"""The Python mirror of struct rv_launch, and the feature vectors the C library derives."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import subprocess
+
+from revati.predict.families import family_of
+from revati.predict.features import (
+    LAUNCH_COLUMNS,
+    NATIVE_LIB,
+    DType,
+    Op,
+    RvLaunch,
+    empty_launch_row,
+    feature_matrix,
+    feature_names,
+    to_launch,
+)
+
+FIELDS = ["op", "device", "kernel", "grid", "block", "shared_bytes", "m", "n", "k", "batch",
+          "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b", "bytes", "copy_kind", "coll",
+          "nranks"]
+
+
+def test_struct_layout_matches_the_c_header(tmp_path):
+    """Every field's offset and the size agree with what a C compiler makes of predict.h."""
+    src = tmp_path / "layout.c"
+    prints = "".join(f'printf("%zu\\n", offsetof(struct rv_launch, {f}));' for f in FIELDS)
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"predict.h\"\n"
+                   f"int main(void) {{ {prints} printf(\"%zu\\n\", sizeof(struct rv_launch)); }}\n")
+    exe = tmp_path / "layout"
+    subprocess.run(["cc", "-I", str(NATIVE_LIB.parent), str(src), "-o", str(exe)], check=True)
+    out = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    assert out[:-1] == [getattr(RvLaunch, f).offset for f in FIELDS]
+    assert out[-1] == ctypes.sizeof(RvLaunch)
+
+
+def test_profile_row_round_trips_into_the_struct():
+    row = empty_launch_row(Op.GEMM)
+    row.update(m=4096, n=8, k=14336, batch=1, dtype_a=DType.BF16, trans_a=1)
+    launch = to_launch(row)
+    assert (launch.op, launch.m, launch.n, launch.k, launch.trans_a) == (1, 4096, 8, 14336, 1)
+    assert launch.kernel is None
+    assert set(row) == set(LAUNCH_COLUMNS)
+
+
+def test_gemm_features_hold_shape_and_log_roofline(spec):
+    row = empty_launch_row(Op.GEMM)
+    row.update(m=1024, n=1024, k=1024, batch=1, dtype_a=DType.BF16, dtype_b=DType.BF16,
+               dtype_c=DType.BF16)
+    names = feature_names(Op.GEMM)
+    x = dict(zip(names, feature_matrix([row], spec.vector())[0], strict=True))
+    assert (x["m"], x["n"], x["k"]) == (1024, 1024, 1024)
+    assert x["log2_flops"] == math.log2(2 * 1024**3)
+    assert x["log_roofline_ns"] == math.log(spec.roofline_ns(row))
+
+
+def test_kernel_id_outside_the_vocabulary_is_missing(spec):
+    row = empty_launch_row(Op.KERNEL)
+    row.update(kernel="void at::native::vectorized_elementwise_kernel<4>()", grid_x=64,
+               block_x=128)
+    known, unknown = feature_matrix([row, row], spec.vector(), [3, -1])
+    names = feature_names(Op.KERNEL)
+    assert names[0] == "kernel_id" and known[0] == 3 and math.isnan(unknown[0])
+    assert dict(zip(names, known, strict=True))["blocks"] == 64
+
+
+def test_families_by_kernel_name():
+    assert family_of(Op.GEMM, None) == "gemm"
+    assert family_of(Op.MEMCPY, None) == "memcpy"
+    assert family_of(Op.KERNEL, "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma")\
+        == "attention"
+    assert family_of(Op.KERNEL, "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_splitK_TNT") == "gemm_kernel"
+    assert family_of(Op.KERNEL, "void at::native::(anonymous namespace)::"
+                                "vectorized_layer_norm_kernel<c10::BFloat16>") == "norm"
+    assert family_of(Op.KERNEL, "void at::native::reduce_kernel<512, 1>") == "reduce"
+    assert family_of(Op.KERNEL, "some_custom_kernel") == "misc"
+    assert family_of(Op.KERNEL, None) is None

@@ -1,0 +1,108 @@
+"""librevati_predict through ctypes, each case in a fresh process (it reads its env once)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from revati.predict import registry
+from revati.predict.features import CopyKind, DType, Op, empty_launch_row
+from revati.predict.hwprofile import read_profile
+
+from .conftest import predictor_json, run_predictor
+
+
+def _row(op, **fields):
+    row = empty_launch_row(op)
+    row.update(fields)
+    return row
+
+
+GEMM = _row(Op.GEMM, m=4096, n=8, k=4096, batch=1, dtype_a=DType.BF16, dtype_b=DType.BF16,
+            dtype_c=DType.BF16, trans_a=1)
+COPY = _row(Op.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.H2D)
+KERNEL = _row(Op.KERNEL, kernel="void at::native::vectorized_elementwise_kernel<8>()",
+              grid_x=512, block_x=128)
+
+PRELUDE = """
+import ctypes, json
+import pandas as pd
+from revati.predict import features as F
+from revati.predict.features import Op
+lib = F.native()
+src = ctypes.c_int()
+def predict(row):
+    ns = lib.rv_predict_ns(ctypes.byref(F.to_launch(row)), ctypes.byref(src))
+    return [ns, src.value]
+def totals():
+    t = (ctypes.c_int64 * 3)()
+    lib.rv_predict_totals(t)
+    return list(t)
+gemm, copy, kernel = json.loads(ROWS)
+""".replace("ROWS", repr(json.dumps([GEMM, COPY, KERNEL])))
+
+
+def test_fixed_mode_gives_every_op_the_same_duration():
+    out = predictor_json(PRELUDE + "print(json.dumps([predict(gemm), predict(copy), "
+                         "predict(kernel), totals()]))", {"REVATI_PREDICT_FIXED_NS": "1234"})
+    assert out[:3] == [[1234, 2]] * 3
+    assert out[3] == [0, 0, 3 * 1234]
+
+
+def test_roofline_without_models(spec, spec_file):
+    out = predictor_json(PRELUDE + "print(json.dumps([predict(gemm), predict(copy), totals()]))",
+                         {"REVATI_HW_SPEC": str(spec_file)})
+    expected = [spec.roofline_ns(r) for r in (GEMM, COPY)]
+    assert out[0] == [expected[0], 1] and out[1] == [expected[1], 1]
+    assert out[2] == [0, sum(expected), 0]
+
+
+def test_missing_spec_fails_loudly():
+    proc = run_predictor(PRELUDE + "predict(gemm)", {})
+    assert proc.returncode != 0 and "REVATI_HW_SPEC" in proc.stderr
+
+
+def test_malformed_fixed_value_fails_loudly():
+    proc = run_predictor(PRELUDE + "predict(gemm)", {"REVATI_PREDICT_FIXED_NS": "fast"})
+    assert proc.returncode != 0 and "REVATI_PREDICT_FIXED_NS" in proc.stderr
+
+
+def test_shipped_h200_models_predict_measured_launches(tmp_path):
+    """The committed H200 models, evaluated by the C predictor, against the H200 profile."""
+    profile = read_profile(registry.profile_dir("h200"))
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(profile.spec.flat_text())
+    code = PRELUDE + """
+d = pd.read_parquet(PROFILE)
+rows = d[(d.op == Op.GEMM) & (d.point % 7 == 0)].to_dict("records")
+gemm_err = [abs(predict(r)[0] / r["duration_ns"] - 1) for r in rows]
+sources = {predict(r)[1] for r in rows}
+again = [predict(r)[0] for r in rows[:20]] == [predict(r)[0] for r in rows[:20]]
+att = d[(d.attn_batch > 0) & (d.point % 5 == 0)].to_dict("records")
+att_err = []
+for r in att:
+    ns = lib.rv_predict_attention_ns(ctypes.byref(F.to_launch(r)),
+                                     ctypes.byref(F.to_shape(r)), ctypes.byref(src))
+    att_err.append(abs(ns / r["duration_ns"] - 1))
+nameless = dict(kernel, kernel="")
+print(json.dumps([sum(gemm_err) / len(gemm_err), sorted(sources), again,
+                  sum(att_err) / len(att_err), predict(nameless)[1], predict(copy)[1]]))
+""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet")))
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    gemm_mape, sources, deterministic, att_mape, nameless_src, copy_src = predictor_json(code,
+                                                                                         env)
+    assert gemm_mape < 0.05 and sources == [0]  # these rows were in training: fit, not holdout
+    assert deterministic
+    assert att_mape < 0.08
+    assert nameless_src == 1  # a kernel with no name has no family: roofline
+    assert copy_src == 0      # memcpy has a model
+
+
+def test_index_without_its_spec_is_refused(tmp_path, spec_file):
+    models = registry.models_dir("h200")
+    shutil.copy(models / "gemm.txt", tmp_path / "gemm.txt")
+    (tmp_path / "index.txt").write_text("model gemm 1 12 gemm.txt\n")
+    env = {"REVATI_HW_SPEC": str(spec_file), "REVATI_PREDICT_MODELS": str(tmp_path / "index.txt"),
+           "REVATI_LIGHTGBM_LIB": str(registry.lightgbm_library())}
+    proc = run_predictor(PRELUDE + "predict(gemm)", env)
+    assert proc.returncode != 0 and "lacks the spec its models were trained on" in proc.stderr

@@ -1,0 +1,55 @@
+"""Training on a small committed profile (a subset of the measured H200 profile)."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import pytest
+
+from revati.predict import report as report_mod
+from revati.predict.features import spec_keys
+from revati.predict.train import train
+
+from .conftest import SMALL_PROFILE
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    return out, train(SMALL_PROFILE, out, rounds=60)
+
+
+def test_index_lists_spec_models_patterns_and_vocabulary(trained):
+    out, _ = trained
+    lines = (out / "index.txt").read_text().splitlines()
+    assert {ln.split()[1] for ln in lines if ln.startswith("spec ")} == set(spec_keys())
+    models = {ln.split()[1]: ln.split() for ln in lines if ln.startswith("model ")}
+    assert models["gemm"][2:] == ["1", "12", "gemm.txt"]
+    assert models["attention_shape"][2:4] == ["100", "10"]
+    assert "family collective 4" in lines  # no data: the roofline predicts it
+    assert any(ln.startswith("pattern attention ") for ln in lines)
+    assert any(ln.startswith("kernel attention_shape 0 ") for ln in lines)
+    for name, fields in models.items():
+        booster = lgb.Booster(model_file=str(out / fields[4]))
+        assert booster.num_feature() == int(fields[3]), name
+
+
+def test_held_out_accuracy_on_real_measurements(trained):
+    _, report = trained
+    fams = report["families"]
+    assert fams["gemm"]["source"] == "model" and fams["gemm"]["test_samples"] > 0
+    assert fams["gemm"]["weighted_mape"] < 0.10
+    assert fams["attention_shape"]["weighted_mape"] < 0.15
+    # the models must beat the roofline they correct
+    for name in ("gemm", "attention_shape"):
+        assert fams[name]["weighted_mape"] < fams[name]["roofline"]["weighted_mape"]
+
+
+def test_e2e_check_and_report(trained):
+    _, report = trained
+    cases = report["e2e"]
+    assert set(cases) == {"prefill_2048", "decode_b64_kv1024", "decode_b64_kv8192"}
+    for case in cases.values():
+        assert abs(case["error"]) < 0.25
+        assert 0.0 <= case["fallback_share_of_predicted"] < 1.0
+    text = report_mod.render(report)
+    assert "gemm" in text and "decode_b64_kv8192" in text
