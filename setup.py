@@ -66,6 +66,8 @@ setup(
         native_lib("librevati_nccl", ["nccl.c"],
                    ["revati_cuda", "revati_time", "revati_predict", "pthread", "rt"],
                    ["-Wl,-soname,libnccl.so.2", "-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
+        native_lib("librevati_cublas", ["cublas.c"], ["revati_cuda", "revati_time", "dl"],
+                   ["-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
     ],
     cmdclass={"build_ext": BuildNative},
 )

@@ -25,6 +25,7 @@ _LIBRARY_NAMES = {
     "librevati_cuda.so": ("libcuda.so.1", "libcuda.so"),
     "librevati_nvml.so": ("libnvidia-ml.so.1", "libnvidia-ml.so"),
     "librevati_nccl.so": ("libnccl.so.2",),
+    "librevati_cublas.so": ("librevati_cublas.so",),
     "librevati_time.so": ("librevati_time.so",),
     "librevati_predict.so": ("librevati_predict.so",),
 }
@@ -74,7 +75,9 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
         # preloaded library of the same SONAME satisfies that lookup and vLLM's dlopen.
         # The time shim comes first: it finds libc's functions as the next definitions, so
         # it must precede libc in the search order, which a mere dependency would not.
-        "LD_PRELOAD": f"{lib / 'librevati_time.so'} {lib / 'libnccl.so.2'}",
+        # librevati_cublas interposes cuBLAS's GEMM entry points to pass shapes on.
+        "LD_PRELOAD": " ".join(str(lib / n) for n in
+                               ("librevati_time.so", "libnccl.so.2", "librevati_cublas.so")),
         "REVATI_HW_SPEC": str(spec_file),
         "REVATI_GPUS": str(gpus),
         # Triton otherwise asks `ldconfig -p` where libcuda is, which finds no driver here.

@@ -15,10 +15,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "predict.h"
+
 typedef int64_t (*rv_join_fn)(void *ctx, int64_t arrival_ns, int64_t *busy_ns);
 
 __attribute__((visibility("default")))
 CUresult rv_cuda_enqueue_joined(CUstream stream, const char *name, rv_join_fn join, void *ctx,
                                 bool *captured);
+
+/* cuBLAS/cuBLASLt calls (the cuBLAS shim): between begin and end, the first kernel the
+ * calling thread launches is the GEMM `gemm` describes (op RV_OP_GEMM with m, n, k, batch,
+ * dtypes, transposes), so the predictor sees the problem's shape, not only the kernel's
+ * launch shape; further kernels of the same call (split-K reductions) stay plain kernels. */
+__attribute__((visibility("default"))) void rv_cuda_gemm_begin(const struct rv_launch *gemm);
+__attribute__((visibility("default"))) void rv_cuda_gemm_end(void);
 
 #endif

@@ -147,7 +147,17 @@ static void append(struct stream *s, const struct rv_launch *l, const char *name
     int64_t dur = rv_predict_ns(l, NULL);
     int64_t start = ready_time(s);
     s->tail = start + dur;
-    if (rv_tracing()) rv_trace_complete(s->track, name, start, dur, NULL);
+    if (!rv_tracing()) return;
+    char args[160];
+    if (l->op == RV_OP_GEMM)
+        snprintf(args, sizeof args, "{\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64
+                 ",\"batch\":%" PRId64 ",\"dtype\":%d}", l->m, l->n, l->k, l->batch, l->dtype_a);
+    else if (l->op == RV_OP_MEMCPY || l->op == RV_OP_MEMSET)
+        snprintf(args, sizeof args, "{\"bytes\":%" PRId64 "}", l->bytes);
+    else
+        snprintf(args, sizeof args, "{\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]}", l->grid[0],
+                 l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2]);
+    rv_trace_complete(s->track, name, start, dur, args);
 }
 
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
@@ -210,12 +220,29 @@ CUresult rv_stream_sync(CUstream h, const char *call) {
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
+static __thread struct rv_launch t_gemm;
+static __thread bool t_gemm_pending;
+
+void rv_cuda_gemm_begin(const struct rv_launch *gemm) {
+    t_gemm = *gemm;
+    t_gemm_pending = true;
+}
+void rv_cuda_gemm_end(void) { t_gemm_pending = false; }
+
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                        unsigned bz, unsigned shm, CUstream s) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     const char *name = rv_func_name(f);
-    struct rv_launch l = {.op = RV_OP_KERNEL, .kernel = name, .grid = {gx, gy, gz},
-                          .block = {bx, by, bz}, .shared_bytes = shm};
+    struct rv_launch l = {.op = RV_OP_KERNEL};
+    if (t_gemm_pending) {   /* the first kernel of a cuBLAS call carries the GEMM's shape */
+        l = t_gemm;
+        l.op = RV_OP_GEMM;
+        t_gemm_pending = false;
+    }
+    l.kernel = name;
+    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
+    l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
+    l.shared_bytes = shm;
     return rv_enqueue(s, &l, name);
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
