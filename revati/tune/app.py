@@ -1,8 +1,9 @@
 """`revati-tune`: the Hydra application over conf/ that runs one Optuna sweep.
 
+    revati-tune                                   # llama3_8b on H200, sweep=tp_pp
     revati-tune +model=llama70b sweep=tp_pp
-    revati-tune +model=qwen7b sweep=rate_capacity hardware=h100_sxm workload.num_prompts=200
-    revati-tune -m +model=llama8b,qwen7b sweep=batching      # one sweep per model
+    revati-tune model=qwen7b sweep=rate_capacity hardware=h100_sxm workload.num_prompts=200
+    revati-tune -m model=llama8b,qwen7b sweep=batching      # one sweep per model
 
 Invalid input (malformed override, unknown model or option, impossible fixed setting)
 stops the program before any trial with one line on stderr and exit status 2.
@@ -65,8 +66,21 @@ def _overrides(argv: list[str]) -> list[str] | None:
     return overrides
 
 
+def select_not_append(argv: list[str]) -> list[str]:
+    """`+group=option` as `group=option` for the config groups of the defaults list.
+
+    Hydra refuses to append a group that the defaults list already has, but
+    `+model=NAME` is how model selection is spelled (the model group has a default so
+    that a bare `revati-tune` runs); both spellings select, and name the same study."""
+    from revati.tune.validate import GROUPS
+
+    return [a[1:] if a.startswith("+") and a[1:].split("=", 1)[0] in GROUPS else a
+            for a in argv]
+
+
 def main() -> None:
     OmegaConf.register_new_resolver("study_id", study_id, replace=True)
+    sys.argv[1:] = select_not_append(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])
     if overrides is not None:
         from revati.tune.validate import check_overrides

@@ -82,7 +82,7 @@ def validate(cfg: Any, space: SearchSpace) -> None:
     """Check a composed configuration and its search space; raise ConfigError on the first
     problem."""
     if "model" not in cfg:
-        raise ConfigError("no model chosen: add +model=NAME "
+        raise ConfigError("no model chosen: add model=NAME "
                           f"(known: {', '.join(list_models(aliases=True))})")
     for key in _HW_KEYS:
         if not isinstance(OmegaConf.select(cfg, f"hardware.{key}"), int | float):

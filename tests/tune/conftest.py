@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from revati.models.catalog import CONF_DIR
-from revati.tune.app import study_id
+from revati.tune.app import select_not_append, study_id
 
 OmegaConf.register_new_resolver("study_id", study_id, replace=True)
 
@@ -24,7 +24,8 @@ def make_cfg():
 
     def make(*overrides: str, hardware: str = "h200_sxm"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[f"hardware={hardware}", *overrides])
+            cfg = compose(config_name="config",
+                          overrides=select_not_append([f"hardware={hardware}", *overrides]))
         OmegaConf.update(cfg, "hardware_key", hardware)
         return cfg
 

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
 from revati.cli.main import SUBCOMMANDS
-from revati.tune.app import main
+from revati.tune.app import main, select_not_append
 
 no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
                               reason="revati bench exists: trials no longer fail by design")
@@ -25,7 +25,7 @@ no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
     (["+model=llama70b", "sweep==tp_pp"], "malformed override 'sweep==tp_pp'"),
     (["+model=llama70b", "workload.num_prompts=many"], "workload.num_prompts='many'"),
     (["+model=llama70b", "nokey=3"], "Could not override 'nokey'"),
-    (["sweep=tp_pp"], "no model chosen: add +model=NAME"),
+    (["~model", "sweep=tp_pp"], "no model chosen: add model=NAME"),
     (["+model=llama8b", "sweep.objectives.0.metric=speed"], "unknown objective metric 'speed'"),
     (["+model=llama8b", "sweep=batching", "engine=sglang", "sweep.space=scheduler"],
      "sweeps 'scheduler.enable_chunked_prefill', which engine 'sglang' has no flag for"),
@@ -60,6 +60,13 @@ def test_bad_input_from_the_console_script(run_tune, tmp_path):
                                    "num_attention_heads=64 of llama3_70b")
 
 
+def test_model_is_selected_with_or_without_plus(make_cfg):
+    assert select_not_append(["+model=llama70b", "+x.y=1", "sweep=tp_pp"]) == [
+        "model=llama70b", "+x.y=1", "sweep=tp_pp"]
+    assert make_cfg().model.name == "llama3_8b"  # the default: a bare revati-tune runs
+    assert make_cfg("+model=llama70b").model.name == make_cfg("model=llama70b").model.name
+
+
 def _study(out: Path) -> optuna.Study:
     [db] = out.glob("outputs/revati-tune/*/optuna.db")
     [summary] = optuna.get_all_study_summaries(f"sqlite:///{db}")
@@ -76,7 +83,7 @@ def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
     first = run_tune(tmp_path, *args)
     assert first.returncode == 0, first.stderr
     study = _study(tmp_path)
-    assert study.study_name == "+model=llama70b,sweep=tp_pp,workload.num_prompts=10"
+    assert study.study_name == "model=llama70b,sweep=tp_pp,workload.num_prompts=10"
     trials = study.trials
     # The whole 4 x 3 grid: 4 configurations infeasible, 8 launched and failed (no bench).
     assert len(trials) == 12
