@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Measure a GPU machine into a hardware profile: the commands that produced the shipped H200
+# profile (revati/predict/data/profiles/h200). Run from the repository root on the GPU machine,
+# with a torch CUDA build, pandas, pyarrow, PyYAML and (for devinfo) nvidia-ml-py installed.
+#   scripts/profile_h200.sh OUT_DIR [CUDA_H]
+# CUDA_H: a cuda.h (or its CUdevice_attribute enum) when the machine has no CUDA headers.
+# Then, on any machine:
+#   revati profile merge --out revati/predict/data/profiles/h200 OUT_DIR/gemm OUT_DIR/rest
+#   cp OUT_DIR/e2e/* revati/predict/data/profiles/h200/
+#   revati predictor train --profile revati/predict/data/profiles/h200
+set -euo pipefail
+OUT=${1:?usage: $0 OUT_DIR [CUDA_H]}
+CUDA_H=${2:-}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+PY=${PYTHON:-python3}
+# The predictor library (spec keys, features) without a full package install.
+gcc -O2 -fvisibility=hidden -std=gnu11 -D_GNU_SOURCE -shared -fPIC \
+    -o revati/native/librevati_predict.so revati/native/predict.c -ldl -lpthread -lm
+mkdir -p "$OUT"
+$PY -m revati.profile.devinfo --out "$OUT/devinfo.json" ${CUDA_H:+--cuda-h "$CUDA_H"}
+# Two runs, each under its own time budget, so a lease that ends early keeps the first.
+$PY -m revati.profile.micro --out "$OUT/gemm" --only gemm_bf16,gemm_fp8,gemm_fp16 \
+    --max-seconds 200 2>&1 | tee "$OUT/micro.log"
+$PY -m revati.profile.micro --out "$OUT/rest" --max-seconds 200 \
+    --only rms,elementwise,reduce,silu,rotary,sampling,embedding,memcpy,attn_decode,attn_prefill \
+    2>&1 | tee -a "$OUT/micro.log"
+$PY -m revati.profile.e2e --out "$OUT/e2e"
