@@ -1,0 +1,41 @@
+import importlib.util
+
+import pytest
+
+from revati.cli.doctor import compare
+from revati.cli.main import main as revati_main
+from revati.device.spec import load_spec
+
+
+def report_for(spec, gpus=1):
+    """A probe report that matches the spec exactly."""
+    attrs = spec.device_attributes()
+    return {"driver_version": 13000, "devices": [
+        {"name": spec.name, "total_memory": spec.memory_bytes, "uuid": f"GPU-{i}",
+         "pci_bus_id": f"00000000:{b:02X}:00.0", "attributes": dict(attrs)}
+        for i, b in zip(range(gpus), spec.pci_bus_ids, strict=False)]}
+
+
+def test_a_matching_report_passes():
+    spec = load_spec("h200_sxm")
+    assert all(ok for _, ok, _ in compare(spec, report_for(spec, 2), gpus=2))
+
+
+def test_a_differing_attribute_is_named():
+    spec = load_spec("h200_sxm")
+    report = report_for(spec)
+    report["devices"][0]["attributes"]["L2_CACHE_SIZE"] = 62914560  # what if the H200 had 60 MiB
+    failed = [(c, d) for c, ok, d in compare(spec, report, gpus=1) if not ok]
+    assert failed == [("GPU0 attributes", "L2_CACHE_SIZE=62914560 (spec 52428800)")]
+
+
+def test_a_wrong_device_count_fails():
+    spec = load_spec("h100_sxm")
+    assert not all(ok for _, ok, _ in compare(spec, report_for(spec, 1), gpus=2))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cuda") is None, reason="cuda-bindings not installed")
+def test_doctor_passes_on_the_emulator(capsys):
+    assert revati_main(["doctor", "--hardware", "h200_sxm", "--gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "[FAIL]" not in out and "synchronize waits for queued kernels" in out
