@@ -70,17 +70,33 @@ CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev) {
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Memory opened from another process's IPC handle: address space of its own, outside this
+ * process's heap (importing does not take from the importer's free memory). */
+struct import { uintptr_t base; size_t size; int dev; struct import *next; };
+static struct import *g_imports;
+
+static struct import *find_import(uintptr_t p) {
+    for (struct import *i = g_imports; i; i = i->next)
+        if (p >= i->base && p < i->base + i->size) return i;
+    return NULL;
+}
+
 int rv_ptr_device(uintptr_t p) {
     for (int d = 0; d < RV_MAX_GPUS; d++)
         if (g_heap[d].base && p >= (uintptr_t)g_heap[d].base && p < (uintptr_t)g_heap[d].base + g_heap[d].size)
             return d;
-    return -1;
+    struct import *i = find_import(p);
+    return i ? i->dev : -1;
 }
 
 static struct block *find_block(uintptr_t p, int dev) {
     for (struct block *b = g_heap[dev].blocks; b; b = b->next)
         if (!b->free && p >= b->start && p < b->start + b->size) return b;
-    return NULL;
+    struct import *i = find_import(p);   /* an import reads as one block */
+    static __thread struct block view;
+    if (!i) return NULL;
+    view = (struct block){i->base, i->size, false, NULL};
+    return &view;
 }
 
 /* Give touched pages back to the OS so freed memory costs no RAM. */
@@ -234,6 +250,84 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr
         }
     pthread_mutex_unlock(&g_mem_lock);
     return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- sharing memory between processes ------------------------------------------------
+ * A handle names an allocation's GPU and size. The importer gets fresh address space of
+ * that size on the same GPU: kernels never run, so no process can tell that the two
+ * mappings do not alias (host copies into shared device memory are not seen across). */
+#define RV_IPC_MAGIC 0x52564950u
+struct ipc_handle { uint32_t magic; int32_t phys; uint64_t size; };
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mem_lock);
+    int dev = rv_ptr_device(p);
+    struct block *b = dev >= 0 ? find_block(p, dev) : NULL;
+    struct ipc_handle ih = {RV_IPC_MAGIC, dev >= 0 ? rv_phys(dev) : -1, b ? b->size : 0};
+    pthread_mutex_unlock(&g_mem_lock);
+    if (!b || b->start != p) return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, &ih, sizeof ih);
+    return CUDA_SUCCESS;
+}
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned flags) {
+    struct ipc_handle ih;
+    memcpy(&ih, h.reserved, sizeof ih);
+    if (!pdptr || ih.magic != RV_IPC_MAGIC || !ih.size) return CUDA_ERROR_INVALID_VALUE;
+    if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = rv_current_dev();
+    for (int d = 0; d < rv_ndev(); d++)
+        if (rv_phys(d) == ih.phys) dev = d;
+    void *p = mmap(NULL, ih.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct import *i = calloc(1, sizeof *i);
+    *i = (struct import){(uintptr_t)p, ih.size, dev, NULL};
+    pthread_mutex_lock(&g_mem_lock);
+    i->next = g_imports;
+    g_imports = i;
+    pthread_mutex_unlock(&g_mem_lock);
+    *pdptr = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
+}
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+    pthread_mutex_lock(&g_mem_lock);
+    for (struct import **ip = &g_imports; *ip; ip = &(*ip)->next) {
+        if ((*ip)->base != p) continue;
+        struct import *i = *ip;
+        *ip = i->next;
+        pthread_mutex_unlock(&g_mem_lock);
+        munmap((void *)i->base, i->size);
+        free(i);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* VMM handles travel as a file descriptor (sent over a Unix socket by the application);
+ * the descriptor is a small memfd holding the allocation's size and properties. */
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                                      unsigned long long flags) {
+    if (!out || !h) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = memfd_create("revati-cumem", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    const struct phys_alloc *a = (const struct phys_alloc *)(uintptr_t)h;
+    if (pwrite(fd, a, sizeof *a, 0) != (ssize_t)sizeof *a) { close(fd); return CUDA_ERROR_OPERATING_SYSTEM; }
+    *(int *)out = fd;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *handle, CUmemAllocationHandleType type) {
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    struct phys_alloc *a = calloc(1, sizeof *a);
+    if (pread((int)(intptr_t)handle, a, sizeof *a, 0) != (ssize_t)sizeof *a || !a->size) {
+        free(a);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)a;
+    return CUDA_SUCCESS;
 }
 
 /* ---- memory pools: a pool is a set of attributes; memory comes from the heap -------- */

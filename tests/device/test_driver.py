@@ -281,3 +281,62 @@ time.sleep(0.01)
 print(json.dumps({"at": ran[0] - t0 if ran else None}))
 """)
     assert out["at"] is not None and out["at"] >= 0.020
+
+
+def test_ipc_handle_opens_device_memory_of_the_same_size_in_another_process(emulated):
+    exported = driver(emulated, """
+init()
+p = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(3 << 20)))
+h = (ctypes.c_char * 64)()
+ok(cu.cuIpcGetMemHandle(ctypes.byref(h), p))
+inner = ctypes.c_uint64(p.value + 512)
+print(json.dumps({"handle": bytes(h).hex(), "inner": cu.cuIpcGetMemHandle(ctypes.byref(h), inner)}))
+""", gpus=2)
+    assert exported["inner"] == 1  # only an allocation's start has a handle
+    opened = driver(emulated, f"""
+init()
+class Handle(ctypes.Structure):  # CUipcMemHandle is passed by value
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+h = Handle.from_buffer_copy(bytes.fromhex("{exported['handle']}"))
+p, base, size = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_size_t()
+ok(cu.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, 1))
+ok(cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), p))
+ordinal = ctypes.c_int()
+ok(cu.cuPointerGetAttribute(ctypes.byref(ordinal), 9, p))  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+data = os.urandom(4096)
+ok(cu.cuMemcpyHtoD_v2(p, data, len(data)))
+back = ctypes.create_string_buffer(len(data))
+ok(cu.cuMemcpyDtoH_v2(back, p, len(data)))
+free = ctypes.c_size_t(); total = ctypes.c_size_t()
+ok(cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)))
+ok(cu.cuIpcCloseMemHandle(p))
+print(json.dumps({{"size": size.value, "same_base": base.value == p.value, "ordinal": ordinal.value,
+                  "roundtrip": back.raw == data, "free_untouched": total.value - free.value}}))
+""", gpus=2)
+    assert opened == {"size": 3 << 20, "same_base": True, "ordinal": 0, "roundtrip": True,
+                      "free_untouched": 545259520}
+
+
+def test_vmm_allocation_travels_as_a_file_descriptor(emulated):
+    out = driver(emulated, """
+init()
+class Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+class Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", Location), ("win32HandleMetaData", ctypes.c_void_p),
+                ("allocFlags", ctypes.c_ubyte * 8)]
+prop = Prop(type=1, requestedHandleTypes=1, location=Location(type=1, id=0))
+h, h2 = ctypes.c_uint64(), ctypes.c_uint64()
+ok(cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(4 << 20), ctypes.byref(prop),
+                  ctypes.c_uint64(0)))
+fd = ctypes.c_int()
+ok(cu.cuMemExportToShareableHandle(ctypes.byref(fd), h, 1, ctypes.c_uint64(0)))
+ok(cu.cuMemImportFromShareableHandle(ctypes.byref(h2), ctypes.c_void_p(fd.value), 1))
+back = Prop()
+ok(cu.cuMemGetAllocationPropertiesFromHandle(ctypes.byref(back), h2))
+print(json.dumps({"fd": fd.value > 2, "type": back.type, "handles": back.requestedHandleTypes,
+                  "device": back.location.id}))
+""")
+    assert out == {"fd": True, "type": 1, "handles": 1, "device": 0}
