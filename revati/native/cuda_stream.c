@@ -22,7 +22,7 @@
 
 /* A node either has a predicted duration (l) or is a cross-process operation (join != NULL:
  * a collective, whose completion depends on other ranks and is asked for at replay). */
-struct node { struct rv_launch l; char *name; rv_join_fn join; void *ctx; };
+struct node { struct rv_launch l; char *name; rv_join_fn join; void *ctx; int64_t predicted; };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
 struct exec { uint32_t magic; struct graph g; };
 
@@ -140,11 +140,11 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->l.kernel = l->kernel ? n->name : NULL;
     n->join = join;
     n->ctx = ctx;
+    n->predicted = -1;
 }
 
-/* Put one operation on s's timeline. Holds g_tl. */
-static void append(struct stream *s, const struct rv_launch *l, const char *name) {
-    int64_t dur = rv_predict_ns(l, NULL);
+/* Put one operation of predicted duration dur on s's timeline. Holds g_tl. */
+static void append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur) {
     int64_t start = ready_time(s);
     s->tail = start + dur;
     if (!rv_tracing()) return;
@@ -158,6 +158,10 @@ static void append(struct stream *s, const struct rv_launch *l, const char *name
         snprintf(args, sizeof args, "{\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]}", l->grid[0],
                  l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2]);
     rv_trace_complete(s->track, name, start, dur, args);
+}
+
+static void append(struct stream *s, const struct rv_launch *l, const char *name) {
+    append_timed(s, l, name, rv_predict_ns(l, NULL));
 }
 
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
@@ -618,7 +622,11 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
         struct node *n = &e->g.nodes[i];
         if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx);
         else if (n->join) joined(s, n->name, n->join, n->ctx);
-        else append(s, &n->l, n->name);
+        else {
+            /* a graph replays the same launches every time: predict each node once */
+            if (n->predicted < 0) n->predicted = rv_predict_ns(&n->l, NULL);
+            append_timed(s, &n->l, n->name, n->predicted);
+        }
     }
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;

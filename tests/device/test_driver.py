@@ -1,5 +1,7 @@
 """The emulated CUDA driver and NVML through their C APIs (ctypes), without torch."""
 
+import importlib.util
+
 import pytest
 
 # Prelude of every program: the driver, a context on device 0, and small helpers.
@@ -34,6 +36,10 @@ def driver(emulated, body: str, **kw):
     return emulated.json(PRELUDE + body, **kw)
 
 
+needs_pynvml = pytest.mark.skipif(importlib.util.find_spec("pynvml") is None,
+                                  reason="nvidia-ml-py not installed (pip install -e .[device])")
+
+
 IDENTITY = """
 init() if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else None
 import pynvml
@@ -60,6 +66,7 @@ print(json.dumps(out))
 """
 
 
+@needs_pynvml
 @pytest.mark.parametrize("gpus", [1, 8])
 def test_driver_and_nvml_report_the_node(emulated, gpus):
     out = driver(emulated, IDENTITY, gpus=gpus)
@@ -71,6 +78,7 @@ def test_driver_and_nvml_report_the_node(emulated, gpus):
     assert len({d["uuid"] for d in out["devices"]}) == gpus
 
 
+@needs_pynvml
 def test_visible_devices_reorder_and_renumber_like_the_real_driver(emulated):
     out = driver(emulated, IDENTITY, gpus=8, CUDA_VISIBLE_DEVICES="3,1")
     assert out["count"] == 2 and len(out["nvml"]) == 8  # NVML ignores the variable
@@ -78,6 +86,7 @@ def test_visible_devices_reorder_and_renumber_like_the_real_driver(emulated):
     assert out["devices"][1]["bus"] == out["nvml"][1]["bus"]
 
 
+@needs_pynvml
 def test_visible_devices_by_uuid_and_truncated_at_an_invalid_entry(emulated):
     full = driver(emulated, IDENTITY, gpus=4)
     uuid = full["nvml"][2]["uuid"]

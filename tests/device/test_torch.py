@@ -9,8 +9,9 @@ import pytest
 
 from revati.device.spec import load_spec
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                reason="torch (CUDA build) not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None or importlib.util.find_spec("pynvml") is None,
+    reason="torch (CUDA build) and nvidia-ml-py not installed (pip install -e .[device])")
 
 PROPS = """
 import json, torch, pynvml
