@@ -30,6 +30,9 @@ FAMILIES: tuple[Family, ...] = (
     # Kernel launches, in matching order.
     Family("attention", Op.KERNEL,
            ("flash", "fmha", "attention", "attn", "cutlassf", "mem_eff"), target_mape=0.08),
+    # cuBLAS(Lt)'s split-K reduction: launched inside a GEMM call after the kernel that the
+    # shim tags as RV_OP_GEMM, so it is predicted on its own (grid = output tiles).
+    Family("gemm_epilogue", Op.KERNEL, ("splitkreduce",)),
     Family("gemm_kernel", Op.KERNEL,
            ("gemm", "nvjet", "cutlass", "xmma", "cublas", "splitk", "gemv", "wgmma"),
            target_mape=0.05),

@@ -26,8 +26,8 @@ def render(report: dict[str, object]) -> str:
     lines = [f"hardware: {report['hardware']}   profile: {prov.get('date')}"
              f" torch {prov.get('torch')}"
              f" CUDA {prov.get('cuda')} driver {prov.get('driver')}",
-             f"held-out: {report['holdout']:.0%} of sweep points; errors on predicted vs "
-             "measured duration; GPU share = mean share of the Llama-8B-shaped e2e cases",
+             f"held-out: {report['folds']}-fold cross-validation grouped by sweep point; errors of "
+             "predicted vs measured duration; GPU share: mean of the Llama-8B-shaped e2e cases",
              "",
              f"{'family':18} {'source':8} {'samples':>7} {'MAPE':>7} {'wMAPE':>7} {'p90|e|':>7} "
              f"{'target':>6} {'ok':>3} {'roofline':>8} {'GPU share':>9}"]

@@ -5,7 +5,8 @@ once to warm up and then REPS times, each repetition after an L2 flush and insid
 range; CUPTI's records of the kernels, copies and memsets launched in those ranges become the
 rows of the hardware profile (hwprofile.py), with exactly the fields the device shim sees
 (kineto.py says why Kineto). GEMM points add one library-call row (Op.GEMM: m, n, k, dtypes,
-transposes as torch passes them to cuBLAS/cuBLASLt, duration = all kernels of the call).
+transposes as torch passes them to cuBLAS/cuBLASLt, duration = the call's first kernel, which
+is the launch the shim tags with the GEMM's shape).
 
 Needs torch with CUDA; pandas, pyarrow and PyYAML to write the profile.
 """
@@ -291,9 +292,13 @@ def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[di
                    **context)
         rows.append(row)
     if point.call is not None:
-        rows.append(dict(point.call, position=-1, **context,
-                         duration_ns=int(statistics.median(
-                             sum(x.duration_ns for x in r) for r in reps))))
+        # The device shim attributes a cuBLAS call's shape to the call's first kernel launch
+        # (RV_OP_GEMM); its other work (split-K reductions, semaphore memsets) reaches the
+        # predictor as the plain launches recorded above. The call row times that kernel alone.
+        first = next((pos for pos in range(common) if reps[0][pos].op == Op.KERNEL), None)
+        if first is not None:
+            rows.append(dict(point.call, position=-1, **context, duration_ns=int(
+                statistics.median(r[first].duration_ns for r in reps))))
     return rows
 
 

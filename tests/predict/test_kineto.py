@@ -50,5 +50,5 @@ def test_point_rows_take_medians_and_add_the_library_call():
     assert [r["position"] for r in kernels] == [0, 1]
     assert kernels[0]["duration_ns"] == 12346 and kernels[0]["kernel"] == "nvjet_a"
     assert (call["op"], call["m"], call["n"], call["k"], call["trans_a"]) == (1, 4096, 8, 4096, 1)
-    assert call["duration_ns"] == 12346 + 1500
+    assert call["duration_ns"] == 12346  # the first kernel: the one the shim tags
     assert call["position"] == -1 and call["reps"] == 3

@@ -15,7 +15,7 @@ from .conftest import SMALL_PROFILE
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
-    return out, train(SMALL_PROFILE, out, rounds=60)
+    return out, train(SMALL_PROFILE, out, folds=3, rounds=60)
 
 
 def test_index_lists_spec_models_patterns_and_vocabulary(trained):
@@ -36,7 +36,7 @@ def test_index_lists_spec_models_patterns_and_vocabulary(trained):
 def test_held_out_accuracy_on_real_measurements(trained):
     _, report = trained
     fams = report["families"]
-    assert fams["gemm"]["source"] == "model" and fams["gemm"]["test_samples"] > 0
+    assert fams["gemm"]["source"] == "model" and fams["gemm"]["samples"] > 50
     assert fams["gemm"]["weighted_mape"] < 0.10
     assert fams["attention_shape"]["weighted_mape"] < 0.15
     # the models must beat the roofline they correct
