@@ -4,6 +4,7 @@
     revati profile e2e --out DIR        Llama-3.1-8B-shaped forward passes, kernel by kernel
     revati profile devinfo --out FILE   every attribute the driver, torch and NVML report
     revati profile merge --out DIR IN...  one profile out of several runs on one GPU model
+    revati profile trace --out DIR -- python-program ...  every launch of a Python program
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def _devinfo(args: argparse.Namespace) -> int:
 
     argv = ["--out", str(args.out)] + (["--cuda-h", str(args.cuda_h)] if args.cuda_h else [])
     return devinfo.main(argv)
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from revati.profile import trace
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    return trace.trace(args.out, program, " ".join(["revati", *sys.argv[1:]]))
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -61,3 +69,8 @@ def register(subparsers) -> None:
     merge.add_argument("--out", required=True, type=Path)
     merge.add_argument("inputs", nargs="+", type=Path)
     merge.set_defaults(func=_merge)
+    from revati.profile.trace import add_arguments as trace_arguments
+
+    tr = sub.add_parser("trace", help="record every GPU launch of a Python program")
+    trace_arguments(tr)
+    tr.set_defaults(func=_trace)

@@ -103,3 +103,13 @@ def records_by_range(trace: dict) -> dict[tuple[int, int], list[GpuRecord]]:
     for recs in out.values():
         recs.sort(key=lambda r: r.ts_us)
     return dict(out)
+
+
+def gpu_records(trace: dict) -> list[tuple[GpuRecord, int]]:
+    """Every GPU record of a trace with its stream, in GPU start order."""
+    out = []
+    for ev in trace.get("traceEvents", []):
+        if ev.get("ph") == "X" and (rec := _record(ev)) is not None:
+            out.append((rec, int(ev.get("args", {}).get("stream", -1))))
+    out.sort(key=lambda x: x[0].ts_us)
+    return out

@@ -130,14 +130,20 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
             yield Point("gemm_fp8", setup, gemm_call(m, n, k, DType.FP8_E4M3, DType.BF16))
     # --- Attention through torch SDPA's flash and memory-efficient backends.
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
 
     def sdpa_point(sweep, backend, b, q_len, kv_len, h, kvh, hd, causal):
+        # A causal query shorter than its KV (chunked prefill, speculative verification) sees
+        # the KV up to its own position: the mask is aligned to the bottom right, as engines do.
+        mask = ({"attn_mask": causal_lower_right(q_len, kv_len)} if causal and q_len != kv_len
+                else {"is_causal": causal})
+
         def setup():
             q = rnd(b, h, q_len, hd)
             k, v = rnd(b, kvh, kv_len, hd), rnd(b, kvh, kv_len, hd)
             with sdpa_kernel([backend]):
                 try:  # grouped-query attention natively where the backend has it
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                    F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **mask)
                     gqa = True
                 except RuntimeError:
                     gqa = False
@@ -146,8 +152,7 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
 
             def run():
                 with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                          enable_gqa=gqa)
+                    return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa, **mask)
             return run
         return Point(sweep, setup, None, dict(attn_batch=b, q_len=q_len, kv_len=kv_len, heads=h,
                                                kv_heads=kvh, head_dim=hd))
@@ -168,6 +173,12 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
                     if b * kv_len <= 1 << 20:
                         yield sdpa_point(f"attn_decode_{bname}", backend, b, 1, kv_len, h, kvh,
                                          hd, False)
+            for q_len in pick((2, 4, 8, 64, 256, 512, 1024, 2048)):  # chunks, spec. decoding
+                for kv_len in pick((1024, 4096, 16384)):
+                    for b in pick((1, 4, 16)):
+                        if q_len < kv_len and b * kv_len <= 1 << 20 and b * q_len <= 16384:
+                            yield sdpa_point(f"attn_chunk_{bname}", backend, b, q_len, kv_len,
+                                             h, kvh, hd, True)
             if bname == "cudnn" and not quick:  # off-grid shapes of the default backend
                 for _ in range(16):
                     b, kv_len = int(2 ** rng.uniform(0, 8)), int(2 ** rng.uniform(6, 15))
