@@ -3,6 +3,8 @@ real GPU.
 
     revati doctor --hardware h200_sxm --gpus 2    # the emulator, in a child process
     revati doctor --hardware h200_sxm --real      # this machine's real GPU vs the spec
+    revati doctor --hardware h200_sxm --measured conf/hardware/h200_sxm.measured.json
+                                                  # a real GPU's dump (revati.profile.devinfo)
 
 Both run revati.device.probe and compare what the driver and NVML report with the spec:
 name, memory, every device attribute, and (emulator) NVML/driver agreement and the time a
@@ -33,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=1, help="emulated GPUs (emulator mode)")
     p.add_argument("--real", action="store_true",
                    help="probe this machine's real GPU instead of the emulator")
+    p.add_argument("--measured", type=Path, metavar="JSON",
+                   help="compare the spec with a real GPU's dump from revati.profile.devinfo")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=main)
 
@@ -47,17 +51,37 @@ def run_probe(env: dict[str, str], timing: bool) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compare(spec: HardwareSpec, report: dict, gpus: int | None) -> list[tuple[str, bool, str]]:
-    """(check, passed, detail) for every figure the spec fixes."""
+def report_from_devinfo(path: Path) -> dict:
+    """A probe report from revati.profile.devinfo's dump of a real GPU."""
+    raw = json.loads(path.read_text())
+    api = raw["driver_api"]
+    attrs = {name.removeprefix("CU_DEVICE_ATTRIBUTE_"): v.get("value")
+             for name, v in api["cuDeviceGetAttribute"].items()}
+    nvml = raw.get("nvml", {})
+    return {"driver_version": api["cuDriverGetVersion"], "devices": [
+        {"name": api["cuDeviceGetName"], "total_memory": api["cuDeviceTotalMem"],
+         "nvml_total_memory": nvml.get("memory", {}).get("total"), "attributes": attrs}]}
+
+
+def compare(spec: HardwareSpec, report: dict, gpus: int | None,
+            real: bool = False) -> list[tuple[str, bool, str]]:
+    """(check, passed, detail) for every figure the spec fixes. A real GPU is expected to
+    differ from the spec exactly where spec.emulated_differences says."""
     checks: list[tuple[str, bool, str]] = []
     devices = report["devices"]
     if gpus is not None:
         checks.append(("device count", len(devices) == gpus, f"{len(devices)} (want {gpus})"))
     expected = spec.device_attributes()
+    if real:
+        expected.update(spec.emulated_differences)
     for i, dev in enumerate(devices):
         checks.append((f"GPU{i} name", dev["name"] == spec.name, repr(dev["name"])))
         checks.append((f"GPU{i} memory", dev["total_memory"] == spec.memory_bytes,
                        f"{dev['total_memory']} (spec {spec.memory_bytes})"))
+        if dev.get("nvml_total_memory") is not None:
+            nvml_total = dev["nvml_total_memory"]
+            checks.append((f"GPU{i} NVML memory", nvml_total == spec.nvml_memory_bytes,
+                           f"{nvml_total} (spec {spec.nvml_memory_bytes})"))
         wrong = {name: (dev["attributes"].get(name), want) for name, want in expected.items()
                  if dev["attributes"].get(name) != want}
         checks.append((f"GPU{i} attributes", not wrong,
@@ -77,6 +101,8 @@ def compare(spec: HardwareSpec, report: dict, gpus: int | None) -> list[tuple[st
         same_bus = all(nvml[d["uuid"]]["pci_bus_id"] == d["pci_bus_id"]
                        for d in devices if d["uuid"] in nvml)
         checks.append(("NVML and driver agree on PCI bus ids", same_bus, ""))
+        totals = {g["memory_total"] for g in report["nvml"]}
+        checks.append(("NVML memory", totals == {spec.nvml_memory_bytes}, f"{sorted(totals)}"))
     elif "nvml_error" in report:
         checks.append(("NVML", False, report["nvml_error"]))
     if "timing" in report:
@@ -91,9 +117,11 @@ def compare(spec: HardwareSpec, report: dict, gpus: int | None) -> list[tuple[st
 
 def main(args: argparse.Namespace) -> int:
     spec = load_spec(args.hardware)
-    if args.real:
+    if args.measured:
+        checks = compare(spec, report_from_devinfo(args.measured), gpus=None, real=True)
+    elif args.real:
         report = run_probe(dict(os.environ), timing=False)
-        checks = compare(spec, report, gpus=None)
+        checks = compare(spec, report, gpus=None, real=True)
     else:
         with tempfile.TemporaryDirectory(prefix="revati-doctor-") as work:
             base = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
@@ -104,7 +132,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"check": c, "ok": ok, "detail": d} for c, ok, d in checks], indent=1))
     else:
-        mode = "real GPU" if args.real else f"{args.gpus} emulated GPU(s)"
+        mode = (str(args.measured) if args.measured else "real GPU" if args.real
+                else f"{args.gpus} emulated GPU(s)")
         print(f"revati doctor: {spec.key} ({spec.name}, measured: {spec.measured}) on {mode}")
         for check, ok, detail in checks:
             print(f"  [{'ok' if ok else 'FAIL'}] {check}: {detail}")

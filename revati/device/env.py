@@ -76,7 +76,7 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
         # The time shim comes first: it finds libc's functions as the next definitions, so
         # it must precede libc in the search order, which a mere dependency would not.
         # librevati_cublas interposes cuBLAS's GEMM entry points to pass shapes on.
-        "LD_PRELOAD": " ".join(str(lib / n) for n in
+        "LD_PRELOAD": ":".join(str(lib / n) for n in
                                ("librevati_time.so", "libnccl.so.2", "librevati_cublas.so")),
         "REVATI_HW_SPEC": str(spec_file),
         "REVATI_GPUS": str(gpus),
@@ -90,8 +90,7 @@ def apply_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     out = dict(base)
     for key, value in extra.items():
         if key in ("LD_LIBRARY_PATH", "LD_PRELOAD") and out.get(key):
-            sep = ":" if key == "LD_LIBRARY_PATH" else " "
-            out[key] = value + sep + out[key]
+            out[key] = value + ":" + out[key]
         else:
             out[key] = value
     return out

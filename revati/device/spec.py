@@ -59,6 +59,7 @@ class HardwareSpec:
     sm_count: int
     memory_bytes: int
     context_reserved_bytes: int   # what a CUDA context takes from free memory
+    nvml_memory_bytes: int        # NVML's total, which includes the driver's reserve
     clock_khz: int
     memory_clock_khz: int
     memory_bus_width: int
@@ -81,6 +82,8 @@ class HardwareSpec:
     interconnect: str
     pci_bus_ids: tuple[int, ...]
     attributes: Mapping[str, int]
+    # attribute -> what the real GPU reports where the emulator deliberately differs
+    emulated_differences: Mapping[str, int]
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -152,6 +155,7 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         sm_count=num("sm_count"),
         memory_bytes=num("memory_bytes"),
         context_reserved_bytes=num("context_reserved_bytes"),
+        nvml_memory_bytes=num("nvml_memory_bytes"),
         clock_khz=num("clock_khz"),
         memory_clock_khz=num("memory_clock_khz"),
         memory_bus_width=num("memory_bus_width"),
@@ -174,6 +178,8 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         interconnect=str(_need(topo, "interconnect", path)),
         pci_bus_ids=bus_ids,
         attributes=attributes,
+        emulated_differences={str(k): int(v) for k, v in
+                              (raw.get("emulated_differences") or {}).items()},
     )
 
 
@@ -184,6 +190,7 @@ def flat_lines(spec: HardwareSpec) -> list[str]:
         "sm_count": spec.sm_count,
         "memory_bytes": spec.memory_bytes,
         "context_reserved_bytes": spec.context_reserved_bytes,
+        "nvml_memory_bytes": spec.nvml_memory_bytes,
         **{f"peak_flops.{d}": repr(float(spec.peak_flops[d])) for d in DTYPES},
         "hbm_bytes_per_s": repr(float(spec.hbm_bytes_per_s)),
         "nvlink_bytes_per_s": repr(float(spec.nvlink_bytes_per_s)),

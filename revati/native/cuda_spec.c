@@ -24,6 +24,7 @@ static bool set_field(const char *key, const char *val) {
         {"sm_count", &g_node.sm_count, 'i', 0},
         {"memory_bytes", &g_node.memory_bytes, 'u', 0},
         {"context_reserved_bytes", &g_node.context_reserved_bytes, 'u', 0},
+        {"nvml_memory_bytes", &g_node.nvml_memory_bytes, 'u', 0},
         {"clock_khz", &g_node.clock_khz, 'i', 0},
         {"memory_clock_khz", &g_node.memory_clock_khz, 'i', 0},
         {"memory_bus_width", &g_node.memory_bus_width, 'i', 0},

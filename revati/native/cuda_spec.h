@@ -23,6 +23,7 @@ struct rv_node {
     int sm_count;
     uint64_t memory_bytes;
     uint64_t context_reserved_bytes;
+    uint64_t nvml_memory_bytes;      /* NVML's total: memory_bytes plus the driver's reserve */
     int clock_khz, memory_clock_khz, memory_bus_width;
     uint64_t l2_bytes;
     int nvlink_links, pcie_generation, pcie_link_width;

@@ -40,7 +40,7 @@ typedef struct { unsigned gpu, memory; } nvmlUtilization_t;
 #define NVML_DEVICE_ARCH_HOPPER 9
 #define NVML_DEVICE_ARCH_UNKNOWN 0xffffffff
 #define NVML_COMPUTEMODE_DEFAULT 0
-#define DRIVER_VERSION "580.82.07"  /* a CUDA 13.0 driver branch */
+#define DRIVER_VERSION "580.159.04"  /* the H200 machine's driver (a CUDA 13.0 branch) */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -179,21 +179,23 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t h, unsigned *n) {
     return NVML_SUCCESS;
 }
 
-/* ---- memory: what a fresh context leaves. Allocations of other processes are not
- * shared between emulated processes, so NVML does not see them. ---------------------- */
+/* ---- memory: NVML's total includes the driver's reserve; free is what one CUDA context
+ * leaves, as measured on the real GPU. Allocations are not shared between emulated
+ * processes, so NVML does not see them. ----------------------------------------------- */
+static uint64_t nvml_free(void) { return node()->memory_bytes - node()->context_reserved_bytes; }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
     GPU(h, g); OUT(m);
-    m->total = node()->memory_bytes;
-    m->used = node()->context_reserved_bytes;
-    m->free = m->total - m->used;
+    m->total = node()->nvml_memory_bytes;
+    m->free = nvml_free();
+    m->used = m->total - m->free;
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m) {
     GPU(h, g); OUT(m);
-    m->total = node()->memory_bytes;
-    m->reserved = node()->context_reserved_bytes;
-    m->used = 0;
-    m->free = m->total - m->reserved;
+    m->total = node()->nvml_memory_bytes;
+    m->reserved = node()->nvml_memory_bytes - node()->memory_bytes;
+    m->free = nvml_free();
+    m->used = m->total - m->reserved - m->free;
     return NVML_SUCCESS;
 }
 

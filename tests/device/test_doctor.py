@@ -2,9 +2,9 @@ import importlib.util
 
 import pytest
 
-from revati.cli.doctor import compare
+from revati.cli.doctor import compare, report_from_devinfo
 from revati.cli.main import main as revati_main
-from revati.device.spec import load_spec
+from revati.device.spec import CONF_DIR, load_spec
 
 
 def report_for(spec, gpus=1):
@@ -24,9 +24,21 @@ def test_a_matching_report_passes():
 def test_a_differing_attribute_is_named():
     spec = load_spec("h200_sxm")
     report = report_for(spec)
-    report["devices"][0]["attributes"]["L2_CACHE_SIZE"] = 62914560  # what if the H200 had 60 MiB
+    report["devices"][0]["attributes"]["L2_CACHE_SIZE"] = 52428800  # an H100's 50 MiB
     failed = [(c, d) for c, ok, d in compare(spec, report, gpus=1) if not ok]
-    assert failed == [("GPU0 attributes", "L2_CACHE_SIZE=62914560 (spec 52428800)")]
+    assert failed == [("GPU0 attributes", "L2_CACHE_SIZE=52428800 (spec 62914560)")]
+
+
+def test_h200_spec_is_what_the_real_h200_reported():
+    spec = load_spec("h200_sxm")
+    report = report_from_devinfo(CONF_DIR / "h200_sxm.measured.json")
+    checks = compare(spec, report, gpus=None, real=True)
+    assert [c for c in checks if not c[1]] == []
+    assert spec.measured
+    # the deliberate differences are real differences, not stale entries
+    real = report["devices"][0]["attributes"]
+    assert all(real[k] == v != spec.device_attributes()[k]
+               for k, v in spec.emulated_differences.items())
 
 
 def test_a_wrong_device_count_fails():

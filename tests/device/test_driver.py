@@ -4,6 +4,8 @@ import importlib.util
 
 import pytest
 
+from revati.device.spec import load_spec
+
 # Prelude of every program: the driver, a context on device 0, and small helpers.
 PRELUDE = """
 import ctypes, json, os, sys, time
@@ -74,7 +76,7 @@ def test_driver_and_nvml_report_the_node(emulated, gpus):
     for dev, nv in zip(out["devices"], out["nvml"], strict=True):
         assert dev["name"] == nv["name"] == "NVIDIA H200"
         assert dev["uuid"] == nv["uuid"] and dev["bus"] == nv["bus"]
-        assert nv["mem"] == 150754820096 and nv["cc"] == [9, 0]
+        assert nv["mem"] == load_spec("h200_sxm").nvml_memory_bytes and nv["cc"] == [9, 0]
     assert len({d["uuid"] for d in out["devices"]}) == gpus
 
 
@@ -150,8 +152,8 @@ print(json.dumps({"same": back.raw == data, "total": total.value, "free0": free0
                   "used": free0.value - free1.value, "oom": too_big}))
 """)
     assert out["same"]
-    assert out["total"] == 150754820096
-    assert out["free0"] == out["total"] - 545259520  # the context's share
+    assert out["total"] == load_spec("h200_sxm").memory_bytes
+    assert out["free0"] == out["total"] - load_spec("h200_sxm").context_reserved_bytes
     assert out["used"] == 1 << 20
     assert out["oom"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
 
@@ -324,7 +326,7 @@ print(json.dumps({{"size": size.value, "same_base": base.value == p.value, "ordi
                   "roundtrip": back.raw == data, "free_untouched": total.value - free.value}}))
 """, gpus=2)
     assert opened == {"size": 3 << 20, "same_base": True, "ordinal": 0, "roundtrip": True,
-                      "free_untouched": 545259520}
+                      "free_untouched": load_spec("h200_sxm").context_reserved_bytes}
 
 
 def test_vmm_allocation_travels_as_a_file_descriptor(emulated):
