@@ -192,18 +192,40 @@ static bool any_running(void) {
     return false;
 }
 
-/* Threads counted as running that the kernel has asleep (in calls the shim does not
- * wrap) for longer than stall_ns are treated as untimed waiters. */
-static bool running_threads_all_asleep(void) {
+/* Threads counted as running that the kernel has kept asleep for stall_ns (in calls the
+ * shim does not wrap: pthread_mutex_lock contention, io_uring, ...) are treated as untimed
+ * waiters, so such calls cost stall_ns of real time per jump instead of freezing the clock.
+ * Judged per thread, so that the activity of other threads cannot postpone it forever.
+ * Returns true when every thread counted as running is such a sleeper. */
+static int64_t asleep_since[RV_MAX_THREADS];
+static uint32_t asleep_gen[RV_MAX_THREADS];
+
+static bool running_threads_stalled(int64_t now) {
+    bool all = true;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
         int32_t s = atomic_load(&t->state);
         if (s == RV_T_WAKING) return false;
-        if (s != RV_T_RUNNING) continue;
-        if (task_state(j, t) == 'R') return false; /* 0: it exited without telling us */
+        if (s != RV_T_RUNNING) {
+            asleep_since[j] = 0;
+            continue;
+        }
+        char st = task_state(j, t);
+        uint32_t gen = atomic_load(&t->gen);
+        if (st == 0) continue; /* it exited without telling us */
+        if (st == 'R') {
+            asleep_since[j] = 0;
+            all = false;
+        } else if (!asleep_since[j] || asleep_gen[j] != gen) {
+            asleep_since[j] = now;
+            asleep_gen[j] = gen;
+            all = false;
+        } else if (now - asleep_since[j] < stall_ns) {
+            all = false;
+        }
     }
-    return true;
+    return all;
 }
 
 static void trace_jump(int64_t from, int64_t to, int woken) {
@@ -294,9 +316,7 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
  * deadline and nothing in flight for deadlock_ns of real time (TK_DEADLOCK; 0 = never). */
 RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
     if (stall_limit_ns > 0) stall_ns = stall_limit_ns;
-    int64_t last_reap = 0, idle_since = 0, busy_since = 0;
-    uint64_t busy_act = 0;
-    uint32_t busy_jumps = 0;
+    int64_t last_reap = 0, idle_since = 0;
     while (!stop_flag) {
         uint32_t seen = atomic_load(&S->tk_futex);
         int64_t now = rv_real_ns(CLOCK_MONOTONIC);
@@ -307,20 +327,7 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
         int64_t next = wake_due(now + atomic_load(&S->offset)) - atomic_load(&S->offset);
         int64_t retry = next - now < RV_REAP_NS ? next - now : RV_REAP_NS;
         enum step st = try_jump(false, &retry);
-        if (st == STEP_BUSY) {
-            /* the stall rule: nothing changed for stall_ns while only sleepers "run" */
-            uint64_t act = atomic_load(&S->activity);
-            uint32_t jumps = atomic_load(&S->jumps);
-            if (!busy_since || act != busy_act || jumps != busy_jumps) {
-                busy_since = now;
-                busy_act = act;
-                busy_jumps = jumps;
-            } else if (now - busy_since > stall_ns && running_threads_all_asleep()) {
-                st = try_jump(true, &retry);
-            }
-        } else {
-            busy_since = 0;
-        }
+        if (st == STEP_BUSY && running_threads_stalled(now)) st = try_jump(true, &retry);
         if (st == STEP_JUMPED) {
             idle_since = 0;
             continue;

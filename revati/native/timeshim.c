@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -669,14 +670,57 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 
 /* ---- raw syscalls that programs use instead of the libc wrappers ------------------------ */
 
+typedef long (*syscall_fn)(long, ...);
+
+/* futex(2) called through syscall(): Rust's std (parking, Mutex, Condvar), some C++ runtimes.
+ * Waits become time-warp waits (timed ones in slices, like condition variables); wakes
+ * count as sends. Returns -2 for operations passed through unchanged. */
+static long warped_futex(syscall_fn real, const long *a) {
+    int op = (int)a[1], cmd = op & FUTEX_CMD_MASK;
+    if (cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_REQUEUE ||
+        cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_WAKE_OP) {
+        rv_note_write();
+        return -2;
+    }
+    if (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) return -2;
+    const struct timespec *ts = (const struct timespec *)a[3];
+    uint32_t bitset = cmd == FUTEX_WAIT ? FUTEX_BITSET_MATCH_ANY : (uint32_t)a[5];
+    int wait_op = FUTEX_WAIT_BITSET | (op & FUTEX_PRIVATE_FLAG); /* absolute, monotonic */
+    int64_t deadline = RV_NO_DEADLINE;
+    if (ts && cmd == FUTEX_WAIT) deadline = rv_now_ns() + rv_ts_to_ns(ts);
+    else if (ts) deadline = rv_abs_to_mono_deadline(
+                     (op & FUTEX_CLOCK_REALTIME) ? CLOCK_REALTIME : CLOCK_MONOTONIC, ts);
+    struct rv_wait *w = rv_block_begin_kind(deadline, "futex", RV_WAKE_SLICE);
+    long r;
+    for (;;) {
+        struct timespec abs, *tp = NULL;
+        if (deadline != RV_NO_DEADLINE) {
+            int64_t l = deadline - rv_now_ns();
+            if (l <= 0) {
+                errno = ETIMEDOUT;
+                r = -1;
+                break;
+            }
+            abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + (l < SLICE_NS ? l : SLICE_NS));
+            tp = &abs;
+        }
+        r = real(SYS_futex, a[0], wait_op, a[2], tp, NULL, bitset);
+        if (!(r < 0 && errno == ETIMEDOUT)) break;
+    }
+    int e = errno;
+    rv_block_end(w);
+    errno = e;
+    return r;
+}
+
 EXPORT long syscall(long nr, ...) {
     va_list ap;
     va_start(ap, nr);
     long a[6];
     for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
-    static long (*real_syscall)(long, ...);
-    if (!real_syscall) real_syscall = rv_resolve("syscall");
+    static syscall_fn real_syscall;
+    if (!real_syscall) real_syscall = (syscall_fn)rv_resolve("syscall");
     if (ATTACHED) {
         switch (nr) {
         case SYS_clock_gettime:
@@ -685,6 +729,11 @@ EXPORT long syscall(long nr, ...) {
             return gettimeofday((struct timeval *)a[0], (void *)a[1]);
         case SYS_nanosleep:
             return nanosleep((const struct timespec *)a[0], (struct timespec *)a[1]);
+        case SYS_futex: {
+            long r = warped_futex(real_syscall, a);
+            if (r != -2) return r;
+            break;
+        }
         case SYS_clock_nanosleep: {
             int r = clock_nanosleep((clockid_t)a[0], (int)a[1], (const struct timespec *)a[2],
                                     (struct timespec *)a[3]);

@@ -31,6 +31,8 @@ EXIT_DEADLOCK = 125
 EXIT_NOT_FOUND = 127
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 3.0
+# how long a command may take to end after a forwarded SIGINT/SIGTERM before it is killed
+SIGNAL_GRACE_S = 10.0
 
 
 class RunError(Exception):
@@ -145,10 +147,12 @@ def run(opts: RunOptions) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunError(str(e)) from e
     forwarded: list[int] = []
+    signalled_at: list[float] = []
     child = -1
 
     def forward(signum: int, _frame: object) -> None:
         forwarded.append(signum)
+        signalled_at.append(time.monotonic())
         if child > 0:
             try:
                 os.kill(child, signum)
@@ -178,6 +182,12 @@ def run(opts: RunOptions) -> int:
                 except InterruptedError:
                     pass
                 status = _reap(child)
+                if status is None and signalled_at and \
+                        time.monotonic() - signalled_at[0] > SIGNAL_GRACE_S:
+                    print(f"revati run: the command did not end {SIGNAL_GRACE_S:.0f} s after "
+                          f"signal {forwarded[0]}: killing it", file=sys.stderr)
+                    _kill_all(tk, child)
+                    return 128 + forwarded[0]
                 if status is None and tk.deadlocked:
                     report = "\n  ".join(str(t) for t in tk.threads())
                     print(f"revati run: deadlock: every emulated thread waits with no deadline "

@@ -93,3 +93,54 @@ def test_threads_fighting_over_the_gil_do_not_hang_or_skip_time() -> None:
     # the spinners need well under a second of real CPU; had the clock jumped to the
     # sleeper's deadline while they computed, they would finish after 5 s
     assert max(out["spinners_done"]) < 3
+
+
+def test_raw_futex_waits_are_time_warp_waits() -> None:
+    """futex(2) through syscall(), as Rust's std and some C++ runtimes use it."""
+    r = run_py("""
+        import ctypes, json, threading, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        SYS_futex, FUTEX_WAIT, FUTEX_WAKE = 202, 0, 1
+        class timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+        word = ctypes.c_uint32(0)
+        a = time.monotonic()
+        rc = libc.syscall(SYS_futex, ctypes.byref(word), FUTEX_WAIT, 0,
+                          ctypes.byref(timespec(90, 0)), None, 0)
+        timed_out = (rc, ctypes.get_errno(), time.monotonic() - a)
+        def waker():
+            time.sleep(12)
+            word.value = 1
+            libc.syscall(SYS_futex, ctypes.byref(word), FUTEX_WAKE, 1, None, None, 0)
+        threading.Thread(target=waker).start()
+        a = time.monotonic()
+        libc.syscall(SYS_futex, ctypes.byref(word), FUTEX_WAIT, 0, None, None, 0)
+        print(json.dumps({"timed_out": timed_out, "woken": time.monotonic() - a}))
+    """)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    rc, err, elapsed = out["timed_out"]
+    assert rc == -1 and err == 110  # ETIMEDOUT
+    assert elapsed == pytest.approx(90, abs=0.01)
+    assert out["woken"] == pytest.approx(12, abs=0.01)
+
+
+def test_a_wait_the_shim_does_not_wrap_does_not_freeze_the_clock() -> None:
+    """flock() is not wrapped: its thread counts as running while the kernel has it asleep;
+    the Timekeeper's stall rule treats it as an untimed waiter after 20 ms of real time."""
+    r = run_py("""
+        import fcntl, json, os, tempfile, time
+        fd = os.open(tempfile.mktemp(), os.O_CREAT | os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        a = time.monotonic()
+        if os.fork() == 0:
+            fd2 = os.open(f"/proc/{os.getppid()}/fd/{fd}", os.O_RDWR)
+            fcntl.flock(fd2, fcntl.LOCK_EX)  # blocks until the parent unlocks
+            print(json.dumps({"got_lock_after": time.monotonic() - a}), flush=True)
+            os._exit(0)
+        time.sleep(5)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.wait()
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.json()["got_lock_after"] == pytest.approx(5, abs=0.1)
