@@ -23,6 +23,15 @@ DEFAULT_WAKE_SIGNAL = signal.SIGRTMAX - 2
 TK_DEADLOCK = 1
 
 
+def _remove_orphan_segments(shm_dir: Path) -> None:
+    """Segments left by Timekeepers that were killed before they could remove their own
+    (the creator's pid is in the name)."""
+    for seg in shm_dir.glob("revati-*-*"):
+        pid = seg.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            seg.unlink(missing_ok=True)
+
+
 @dataclass
 class ThreadReport:
     pid: int
@@ -54,6 +63,7 @@ class Timekeeper:
         reports it to its clients and carries on); otherwise the loop ends there."""
         self.lib = timekeeper_lib()
         shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        _remove_orphan_segments(shm_dir)
         self.segment = shm_dir / f"revati-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         rc = self.lib.rv_tk_create(str(self.segment).encode(), int(DEFAULT_WAKE_SIGNAL),
                                    str(trace_dir).encode() if trace_dir else b"")
