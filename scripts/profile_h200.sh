@@ -22,6 +22,6 @@ $PY -m revati.profile.devinfo --out "$OUT/devinfo.json" ${CUDA_H:+--cuda-h "$CUD
 $PY -m revati.profile.micro --out "$OUT/gemm" --only gemm_bf16,gemm_fp8,gemm_fp16 \
     --max-seconds 200 2>&1 | tee "$OUT/micro.log"
 $PY -m revati.profile.micro --out "$OUT/rest" --max-seconds 200 \
-    --only rms,elementwise,reduce,silu,rotary,sampling,embedding,memcpy,attn_decode,attn_prefill \
+    --only rms,elementwise,reduce,silu,rotary,sampling,embedding,memcpy,attn_decode,attn_prefill,attn_chunk \
     2>&1 | tee -a "$OUT/micro.log"
 $PY -m revati.profile.e2e --out "$OUT/e2e"
