@@ -98,6 +98,30 @@ print(json.dumps([sum(gemm_err) / len(gemm_err), sorted(sources), again,
     assert copy_src == 0      # memcpy has a model
 
 
+def test_mangled_names_meet_the_vocabulary_of_demangled_ones(tmp_path):
+    """The shim sees mangled names, Kineto demangled ones: the C side demangles first, so a
+    mangled launch gets the same kernel id, hence the same prediction, as its demangled form."""
+    mangled = ("_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_11FillFunctorIN3c108"
+               "BFloat16EEESt5arrayIPcLm1EEEEviT0_T1_")
+    demangled = ("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor"
+                 "<c10::BFloat16>, std::array<char*, 1ul> >(int, at::native::FillFunctor"
+                 "<c10::BFloat16>, std::array<char*, 1ul>)")
+    index = (registry.models_dir("h200") / "index.txt").read_text()
+    assert f" {demangled}\n" in index  # a vocabulary entry of the shipped models
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    code = PRELUDE + f"""
+a = dict(kernel, kernel={mangled!r}, grid_x=4096, block_x=128)
+b = dict(a, kernel={demangled!r})
+c = dict(a, kernel="void at::native::vectorized_elementwise_kernel<8, SomethingElse>()")
+print(json.dumps([predict(a), predict(b), predict(c)]))
+"""
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    a, b, c = predictor_json(code, env)
+    assert a == b and a[1] == 0
+    assert c[1] == 0 and c[0] != a[0]  # same family, kernel id unknown: another prediction
+
+
 def test_index_without_its_spec_is_refused(tmp_path, spec_file):
     models = registry.models_dir("h200")
     shutil.copy(models / "gemm.txt", tmp_path / "gemm.txt")
