@@ -130,3 +130,27 @@ def test_index_without_its_spec_is_refused(tmp_path, spec_file):
            "REVATI_LIGHTGBM_LIB": str(registry.lightgbm_library())}
     proc = run_predictor(PRELUDE + "predict(gemm)", env)
     assert proc.returncode != 0 and "lacks the spec its models were trained on" in proc.stderr
+
+
+def test_cache_growth_and_threads_agree_with_a_single_thread(spec, spec_file):
+    """12,000 distinct launches (the cache rehashes several times), predicted from four threads
+    at once (ctypes drops the GIL), equal the roofline one by one, and the totals add up."""
+    code = PRELUDE + """
+import threading
+rows = [dict(kernel, kernel="k%d" % (i % 7), grid_x=1 + i) for i in range(12000)]
+out = [None] * len(rows)
+def work(part):
+    for i in range(part, len(rows), 4):
+        out[i] = predict(rows[i])[0]
+threads = [threading.Thread(target=work, args=(p,)) for p in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+again = [predict(r)[0] for r in rows[::97]]
+print(json.dumps([out, again, totals()]))
+"""
+    out, again, totals = predictor_json(code, {"REVATI_HW_SPEC": str(spec_file)})
+    expected = [spec.roofline_ns(dict(KERNEL, kernel=f"k{i % 7}", grid_x=1 + i))
+                for i in range(12000)]
+    assert out == expected
+    assert again == expected[::97]
+    assert totals == [0, sum(expected) + sum(again), 0]
