@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Measure the C predictor's cost per prediction (target: < 5 us on average).
 
-Replays the launches of the Llama-8B-shaped e2e check (H200 profile) as the emulator would
-issue them: 32-layer forwards of kernels, cuBLAS calls and attention-by-shape calls, decode
-steps repeating the same shapes. Prints first-sight (uncached) and steady-state cost, and the
+Replays the launches of the e2e check (H200 profile) as the emulator would issue them: whole
+forwards of kernels, cuBLAS calls and attention-by-shape calls, decode steps repeating the same
+shapes. Prints first-sight (uncached) and steady-state cost, and the
 ctypes call overhead included in both, measured on a no-op export.
 
     .venv/bin/python scripts/profile_predict_speed.py [--forwards 200]
@@ -26,6 +26,7 @@ def child(forwards: int) -> None:
     from revati.predict import registry
     from revati.predict.hwprofile import read_profile
     from revati.predict.train import assign_families
+    from revati.profile import e2e
 
     profile = read_profile(registry.profile_dir("h200"))
     kernels = profile.e2e_kernels.copy()
@@ -33,12 +34,15 @@ def child(forwards: int) -> None:
         kernels[col] = 0
     kernels["family"] = assign_families(kernels)
     lib = F.native()
+    if "arch" not in kernels.columns:
+        kernels["arch"] = e2e.DEFAULT_ARCH
     calls = []  # (launch, shape or None) in launch order, one forward per e2e case
-    for case, g in kernels.groupby("case"):
-        b, q, kv = {"prefill_2048": (1, 2048, 2048), "decode_b64_kv1024": (64, 1, 1024),
-                    "decode_b64_kv8192": (64, 1, 8192)}[str(case)]
+    for (arch, case), g in kernels.groupby(["arch", "case"]):
+        a = e2e.ARCHS[str(arch)]
+        b, q, kv = next(c[1:] for c in e2e.CASES if c[0] == case)
         for row in g.sort_values("position").to_dict("records"):
-            shape = F.AttnShape(b, q, kv, 32, 8, 128) if row["family"] == "attention" else None
+            shape = (F.AttnShape(b, q, kv, a.heads, a.kv_heads, a.head_dim)
+                     if row["family"] == "attention" else None)
             calls.append((F.to_launch(row), shape))
     src = ctypes.c_int()
 
@@ -63,7 +67,7 @@ def child(forwards: int) -> None:
     overhead = time.perf_counter() - t0
     n = len(calls)
     total = first + steady * forwards
-    print(f"launches per pass (3 forwards): {n}; distinct first pass, then cached")
+    print(f"launches per pass (one forward per e2e case): {n}")
     print(f"model load: {t_load * 1e3:.1f} ms")
     print(f"first pass: {first / n * 1e6:.2f} us/prediction (incl. ctypes)")
     print(f"cached:     {steady / n * 1e6:.2f} us/prediction (incl. ctypes)")

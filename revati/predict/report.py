@@ -27,7 +27,7 @@ def render(report: dict[str, object]) -> str:
              f" torch {prov.get('torch')}"
              f" CUDA {prov.get('cuda')} driver {prov.get('driver')}",
              f"held-out: {report['folds']}-fold cross-validation grouped by sweep point; errors of "
-             "predicted vs measured duration; GPU share: mean of the Llama-8B-shaped e2e cases",
+             "predicted vs measured duration; GPU share: mean over the e2e cases",
              "",
              f"{'family':18} {'source':8} {'samples':>7} {'MAPE':>7} {'wMAPE':>7} {'p90|e|':>7} "
              f"{'target':>6} {'ok':>3} {'roofline':>8} {'GPU share':>9}"]
@@ -43,9 +43,9 @@ def render(report: dict[str, object]) -> str:
                      f"{ok:>3} {e['roofline']['weighted_mape']:8.1%} {share}")
     if report.get("e2e"):
         lines += ["", "end-to-end (GEMMs as cuBLAS calls, attention by shape, the rest by launch):",
-                  f"{'case':20} {'measured ms':>11} {'predicted ms':>12} {'error':>7} "
+                  f"{'architecture/case':32} {'measured ms':>11} {'predicted ms':>12} {'error':>7} "
                   f"{'fallback':>8}"]
         for case, v in report["e2e"].items():
-            lines.append(f"{case:20} {v['measured_ns'] / 1e6:11.3f} {v['predicted_ns'] / 1e6:12.3f}"
+            lines.append(f"{case:32} {v['measured_ns'] / 1e6:11.3f} {v['predicted_ns'] / 1e6:12.3f}"
                          f" {v['error']:+7.1%} {v['fallback_share_of_predicted']:8.1%}")
     return "\n".join(lines)

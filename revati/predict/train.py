@@ -157,52 +157,53 @@ def e2e_check(profile: HardwareProfile, models: dict[str, tuple[lgb.Booster, lis
               spec: list[float]) -> dict[str, object]:
     """The e2e forward passes predicted as the emulator will see them, against measurement:
     GEMMs as the cuBLAS calls the forward makes (m, n, k known), attention kernels by shape,
-    every other launch by its launch features; the roofline where no model exists."""
+    every other launch by its launch features; the roofline where no model exists.
+    Keys: "<architecture>/<case>"."""
     from revati.predict.features import LAUNCH_COLUMNS, DType, roofline_ns
-    from revati.profile import e2e as arch
+    from revati.profile import e2e
     from revati.profile.micro import gemm_call
 
     kernels = profile.e2e_kernels.copy()
     for col in set(LAUNCH_COLUMNS) - set(kernels.columns):
         kernels[col] = 0  # library-call fields: none for plain launches
+    if "arch" not in kernels.columns:
+        kernels["arch"] = e2e.DEFAULT_ARCH
     kernels["family"] = assign_families(kernels)
     cases: dict[str, object] = {}
-    for case, b, q_len, kv_len in arch.CASES:
-        g = kernels[kernels.case == case]
-        if g.empty:
-            continue
-        tokens = b * q_len
-        qkv = (arch.HEADS + 2 * arch.KV_HEADS) * arch.HEAD_DIM
-        shapes = [(tokens, qkv, arch.HIDDEN), (tokens, arch.HIDDEN, arch.HIDDEN),
-                  (tokens, 2 * arch.MLP, arch.HIDDEN), (tokens, arch.HIDDEN, arch.MLP)]
-        calls = pd.DataFrame([gemm_call(m, n, k, DType.BF16, DType.BF16)
-                              for m, n, k in shapes * arch.LAYERS
-                              + [(b, arch.VOCAB, arch.HIDDEN)]])
-        attn = g[g.family == "attention"].assign(
-            attn_batch=b, q_len=q_len, kv_len=kv_len, heads=arch.HEADS,
-            kv_heads=arch.KV_HEADS, head_dim=arch.HEAD_DIM)
-        rest = g[~g.family.isin(["attention", "gemm_kernel"])]
-        measured: dict[str, float] = {
-            "gemm": float(g[g.family == "gemm_kernel"].duration_ns.sum()),
-            "attention_shape": float(attn.duration_ns.sum())}
-        parts = [("gemm", calls), ("attention_shape", attn)]
-        for fam, sub in rest.groupby("family"):
-            measured[str(fam)] = float(sub.duration_ns.sum())
-            parts.append((str(fam), sub))
-        predicted, fallback = {}, 0.0
-        for fam, sub in parts:
-            if fam in models:
-                booster, vocab = models[fam]
-                predicted[fam] = float(predict_ns(booster, family_data(sub, fam, spec,
-                                                                       vocab).X).sum())
-            else:
-                predicted[fam] = float(sum(roofline_ns(r, spec) for r in sub.to_dict("records")))
-                fallback += predicted[fam]
-        total_m, total_p = sum(measured.values()), sum(predicted.values())
-        cases[case] = {
-            "measured_ns": total_m, "predicted_ns": total_p, "error": total_p / total_m - 1,
-            "fallback_share_of_predicted": fallback / total_p,
-            "families": {f: {"measured_ns": measured[f], "predicted_ns": predicted[f],
-                             "share_of_measured": measured[f] / total_m}
-                         for f in measured}}
+    for arch in kernels.arch.unique():
+        a = e2e.ARCHS[arch]
+        for case, b, q_len, kv_len in e2e.CASES:
+            g = kernels[(kernels.arch == arch) & (kernels.case == case)]
+            if g.empty:
+                continue
+            calls = pd.DataFrame([gemm_call(m, n, k, DType.BF16, DType.BF16)
+                                  for m, n, k in e2e.gemm_shapes(a, b * q_len, b)])
+            attn = g[g.family == "attention"].assign(
+                attn_batch=b, q_len=q_len, kv_len=kv_len, heads=a.heads, kv_heads=a.kv_heads,
+                head_dim=a.head_dim)
+            rest = g[~g.family.isin(["attention", "gemm_kernel"])]
+            measured: dict[str, float] = {
+                "gemm": float(g[g.family == "gemm_kernel"].duration_ns.sum()),
+                "attention_shape": float(attn.duration_ns.sum())}
+            parts = [("gemm", calls), ("attention_shape", attn)]
+            for fam, sub in rest.groupby("family"):
+                measured[str(fam)] = float(sub.duration_ns.sum())
+                parts.append((str(fam), sub))
+            predicted, fallback = {}, 0.0
+            for fam, sub in parts:
+                if fam in models:
+                    booster, vocab = models[fam]
+                    predicted[fam] = float(predict_ns(booster, family_data(sub, fam, spec,
+                                                                           vocab).X).sum())
+                else:
+                    predicted[fam] = float(sum(roofline_ns(r, spec)
+                                               for r in sub.to_dict("records")))
+                    fallback += predicted[fam]
+            total_m, total_p = sum(measured.values()), sum(predicted.values())
+            cases[f"{arch}/{case}"] = {
+                "measured_ns": total_m, "predicted_ns": total_p, "error": total_p / total_m - 1,
+                "fallback_share_of_predicted": fallback / total_p,
+                "families": {f: {"measured_ns": measured[f], "predicted_ns": predicted[f],
+                                 "share_of_measured": measured[f] / total_m}
+                             for f in measured}}
     return cases

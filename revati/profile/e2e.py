@@ -1,12 +1,15 @@
-"""End-to-end kernel check: one forward pass of a Llama-3.1-8B-shaped decoder on a real GPU.
+"""End-to-end kernel check: forward passes of real model shapes on a real GPU.
 
-32 layers, hidden 4096, 32 heads, 8 KV heads, head dim 128, MLP 14336, vocab 128256, bf16,
-written with plain torch ops and SDPA (random weights, no checkpoint). Cases: a prefill of
-2,048 tokens and decode steps of batch 64 at KV length 1,024 and 8,192. For each case the total
-GPU time (sum of CUPTI kernel/copy durations of one forward, median of REPS) and every kernel
-are recorded, so an emulated run of the same program can be compared launch by launch.
+Decoders written with plain torch ops and SDPA (random weights, no checkpoint), bf16:
+Llama-3.1-8B (32 layers, hidden 4096, 32/8 heads, MLP 14336; every one of its GEMM shapes is in
+the micro sweeps) and Qwen2.5-14B (48 layers, hidden 5120, 40/8 heads, MLP 13824: widths the
+sweeps never ran, so it checks how the models generalise). Cases: a prefill of 2,048 tokens and
+decode steps of batch 64 at KV length 1,024 and 8,192. For each case the total GPU time (sum of
+CUPTI kernel/copy durations of one forward, median of REPS) and every kernel are recorded, so
+an emulated run of the same program can be compared launch by launch.
 
-    python -m revati.profile.e2e --out DIR     (writes e2e_llama_8b.json, e2e_kernels.parquet)
+    python -m revati.profile.e2e --out DIR [--arch NAME ...]
+        writes e2e_<arch>.json per architecture and e2e_kernels.parquet (column arch)
 """
 
 from __future__ import annotations
@@ -18,48 +21,77 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from revati.profile.kineto import records_by_range
 
-LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, MLP, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
+
+@dataclass(frozen=True)
+class Arch:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp: int
+    vocab: int
+
+
+ARCHS = {
+    "llama-3.1-8b": Arch(32, 4096, 32, 8, 128, 14336, 128256),
+    "qwen2.5-14b": Arch(48, 5120, 40, 8, 128, 13824, 152064),
+}
+DEFAULT_ARCH = "llama-3.1-8b"  # the architecture of e2e rows that name none (first profile)
 CASES = (("prefill_2048", 1, 2048, 2048), ("decode_b64_kv1024", 64, 1, 1024),
          ("decode_b64_kv8192", 64, 1, 8192))
 REPS = 3
 
 
-def build(torch):
+def gemm_shapes(a: Arch, tokens: int, batch: int) -> list[tuple[int, int, int]]:
+    """(m, n_out, k) of every linear layer of one forward: 4 per layer, then the LM head on
+    the last position of each sequence."""
+    per_layer = [(tokens, (a.heads + 2 * a.kv_heads) * a.head_dim, a.hidden),
+                 (tokens, a.hidden, a.heads * a.head_dim), (tokens, 2 * a.mlp, a.hidden),
+                 (tokens, a.hidden, a.mlp)]
+    return per_layer * a.layers + [(batch, a.vocab, a.hidden)]
+
+
+def build(torch, a: Arch):
     def w(*shape):
         return (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * 0.02)
 
-    layers = [dict(ln1=torch.ones(HIDDEN, device="cuda", dtype=torch.bfloat16),
-                   qkv=w((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), o=w(HIDDEN, HIDDEN),
-                   ln2=torch.ones(HIDDEN, device="cuda", dtype=torch.bfloat16),
-                   gate_up=w(2 * MLP, HIDDEN), down=w(HIDDEN, MLP)) for _ in range(LAYERS)]
-    return dict(layers=layers, embed=w(VOCAB, HIDDEN), lm_head=w(VOCAB, HIDDEN),
-                norm=torch.ones(HIDDEN, device="cuda", dtype=torch.bfloat16))
+    def ones():
+        return torch.ones(a.hidden, device="cuda", dtype=torch.bfloat16)
+
+    layers = [dict(ln1=ones(), qkv=w((a.heads + 2 * a.kv_heads) * a.head_dim, a.hidden),
+                   o=w(a.hidden, a.heads * a.head_dim), ln2=ones(),
+                   gate_up=w(2 * a.mlp, a.hidden), down=w(a.hidden, a.mlp))
+              for _ in range(a.layers)]
+    return dict(layers=layers, embed=w(a.vocab, a.hidden), lm_head=w(a.vocab, a.hidden),
+                norm=ones())
 
 
-def forward(torch, model, ids, positions, kv_cache, kv_len):
+def forward(torch, a: Arch, model, ids, positions, kv_cache, kv_len):
     """One forward. ids/positions [batch, q_len]; kv_cache (k, v) [batch, kv_heads, kv_len,
     head_dim] shared by all layers (its contents don't matter to timing; sharing keeps memory
     small while every layer still streams kv_len of cache from HBM, far past the L2)."""
     F = torch.nn.functional
     b, q_len = ids.shape
     x = F.embedding(ids, model["embed"])
-    inv = 1.0 / (500000.0 ** (torch.arange(0, HEAD_DIM, 2, device="cuda") / HEAD_DIM))
+    inv = 1.0 / (500000.0 ** (torch.arange(0, a.head_dim, 2, device="cuda") / a.head_dim))
     ang = positions[..., None].float() * inv
     cos = torch.cat((ang.cos(), ang.cos()), -1).to(torch.bfloat16)[:, :, None, :]
     sin = torch.cat((ang.sin(), ang.sin()), -1).to(torch.bfloat16)[:, :, None, :]
 
     def rope(t):
-        t1, t2 = t[..., : HEAD_DIM // 2], t[..., HEAD_DIM // 2:]
+        t1, t2 = t[..., : a.head_dim // 2], t[..., a.head_dim // 2:]
         return t * cos + torch.cat((-t2, t1), -1) * sin
 
     for layer in model["layers"]:
-        h = F.rms_norm(x, (HIDDEN,), layer["ln1"], 1e-5)
-        qkv = F.linear(h, layer["qkv"]).view(b, q_len, HEADS + 2 * KV_HEADS, HEAD_DIM)
-        q, k, v = qkv.split([HEADS, KV_HEADS, KV_HEADS], dim=2)
+        h = F.rms_norm(x, (a.hidden,), layer["ln1"], 1e-5)
+        qkv = F.linear(h, layer["qkv"]).view(b, q_len, a.heads + 2 * a.kv_heads, a.head_dim)
+        q, k, v = qkv.split([a.heads, a.kv_heads, a.kv_heads], dim=2)
         q, k = rope(q), rope(k)
         q = q.transpose(1, 2)
         if kv_cache is None:  # prefill: attend over the prompt itself, causally
@@ -71,42 +103,43 @@ def forward(torch, model, ids, positions, kv_cache, kv_len):
             cv[:, :, kv_len - q_len:kv_len] = v.transpose(1, 2)
             attn = F.scaled_dot_product_attention(q, ck[:, :, :kv_len], cv[:, :, :kv_len],
                                                   enable_gqa=True)
-        attn = attn.transpose(1, 2).reshape(b, q_len, HIDDEN)
+        attn = attn.transpose(1, 2).reshape(b, q_len, a.heads * a.head_dim)
         x = x + F.linear(attn, layer["o"])
-        h = F.rms_norm(x, (HIDDEN,), layer["ln2"], 1e-5)
+        h = F.rms_norm(x, (a.hidden,), layer["ln2"], 1e-5)
         gu = F.linear(h, layer["gate_up"])
-        x = x + F.linear(F.silu(gu[..., :MLP]) * gu[..., MLP:], layer["down"])
+        x = x + F.linear(F.silu(gu[..., :a.mlp]) * gu[..., a.mlp:], layer["down"])
     # Logits of the last position of each sequence only (as serving engines do), greedy pick.
-    x = F.rms_norm(x[:, -1], (HIDDEN,), model["norm"], 1e-5)
+    x = F.rms_norm(x[:, -1], (a.hidden,), model["norm"], 1e-5)
     return torch.argmax(F.linear(x, model["lm_head"]).float(), -1)
 
 
-def measure(torch) -> tuple[dict[str, object], list[dict[str, object]]]:
+def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]]]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    a = ARCHS[arch]
     torch.manual_seed(0)
-    model = build(torch)
+    model = build(torch, a)
     results: dict[str, object] = {}
     kernels: list[dict[str, object]] = []
     with torch.no_grad():
         for ci, (case, b, q_len, kv_len) in enumerate(CASES):
-            ids = torch.randint(0, VOCAB, (b, q_len), device="cuda")
+            ids = torch.randint(0, a.vocab, (b, q_len), device="cuda")
             pos = torch.arange(kv_len - q_len, kv_len, device="cuda").expand(b, q_len)
             cache = None if q_len == kv_len else tuple(
-                torch.randn(b, KV_HEADS, kv_len, HEAD_DIM, device="cuda",
+                torch.randn(b, a.kv_heads, kv_len, a.head_dim, device="cuda",
                             dtype=torch.bfloat16) for _ in range(2))
-            forward(torch, model, ids, pos, cache, kv_len)  # warm-up
+            forward(torch, a, model, ids, pos, cache, kv_len)  # warm-up
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            forward(torch, model, ids, pos, cache, kv_len)
+            forward(torch, a, model, ids, pos, cache, kv_len)
             end.record()
             torch.cuda.synchronize()
             eager_ms = start.elapsed_time(end)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for rep in range(REPS):
                     with record_function(f"rv#{ci}#{rep}"):
-                        forward(torch, model, ids, pos, cache, kv_len)
+                        forward(torch, a, model, ids, pos, cache, kv_len)
                 torch.cuda.synchronize()
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "trace.json")
@@ -120,17 +153,19 @@ def measure(torch) -> tuple[dict[str, object], list[dict[str, object]]]:
                              "gpu_time_ns_reps": totals, "launches": len(reps[0]),
                              "eager_wall_ms": round(eager_ms, 3)}
             for i, rec in enumerate(reps[0]):
-                kernels.append(dict(case=case, position=i, op=rec.op, kernel=rec.name,
-                                    grid_x=rec.grid[0], grid_y=rec.grid[1], grid_z=rec.grid[2],
-                                    block_x=rec.block[0], block_y=rec.block[1],
-                                    block_z=rec.block[2], shared_bytes=rec.shared_bytes,
-                                    bytes=rec.bytes, copy_kind=rec.copy_kind,
-                                    duration_ns=rec.duration_ns))
+                kernels.append(dict(arch=arch, case=case, position=i, op=rec.op,
+                                    kernel=rec.name, grid_x=rec.grid[0], grid_y=rec.grid[1],
+                                    grid_z=rec.grid[2], block_x=rec.block[0],
+                                    block_y=rec.block[1], block_z=rec.block[2],
+                                    shared_bytes=rec.shared_bytes, bytes=rec.bytes,
+                                    copy_kind=rec.copy_kind, duration_ns=rec.duration_ns))
             del cache
             torch.cuda.empty_cache()
-            print(f"[e2e] {case}: {results[case]['gpu_time_ns'] / 1e6:.3f} ms GPU time in "
-                  f"{results[case]['launches']} launches; eager wall {eager_ms:.3f} ms",
+            print(f"[e2e] {arch} {case}: {results[case]['gpu_time_ns'] / 1e6:.3f} ms GPU time "
+                  f"in {results[case]['launches']} launches; eager wall {eager_ms:.3f} ms",
                   flush=True)
+    del model
+    torch.cuda.empty_cache()
     return results, kernels
 
 
@@ -140,20 +175,25 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="revati.profile.e2e", description=__doc__)
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--arch", nargs="+", default=list(ARCHS), choices=list(ARCHS))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    results, kernels = measure(torch)
-    doc = {"model": "llama-3.1-8b-shaped", "dtype": "bfloat16",
-           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "date": datetime.datetime.now(datetime.UTC).isoformat(),
-           "command": "python -m revati.profile.e2e " + " ".join(argv or sys.argv[1:]),
-           "note": "gpu_time_ns = sum of CUPTI kernel/copy durations of one forward "
-                   "(median of the reps); eager_wall_ms = CUDA-event time of one eager "
-                   "forward, launch gaps included",
-           "cases": results}
-    (args.out / "e2e_llama_8b.json").write_text(json.dumps(doc, indent=1) + "\n")
-    pd.DataFrame(kernels).to_parquet(args.out / "e2e_kernels.parquet", index=False,
-                                     compression="zstd")
+    all_kernels: list[dict[str, object]] = []
+    for arch in args.arch:
+        results, kernels = measure(torch, arch)
+        all_kernels += kernels
+        doc = {"model": f"{arch}-shaped", "architecture": vars(ARCHS[arch]),
+               "dtype": "bfloat16", "gpu": torch.cuda.get_device_name(0),
+               "torch": str(torch.__version__), "cuda": str(torch.version.cuda),
+               "date": datetime.datetime.now(datetime.UTC).isoformat(),
+               "command": "python -m revati.profile.e2e " + " ".join(argv or sys.argv[1:]),
+               "note": "gpu_time_ns = sum of CUPTI kernel/copy durations of one forward "
+                       "(median of the reps); eager_wall_ms = CUDA-event time of one eager "
+                       "forward, launch gaps included",
+               "cases": results}
+        (args.out / f"e2e_{arch}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    pd.DataFrame(all_kernels).to_parquet(args.out / "e2e_kernels.parquet", index=False,
+                                         compression="zstd")
     return 0
 
 

@@ -47,7 +47,8 @@ def test_held_out_accuracy_on_real_measurements(trained):
 def test_e2e_check_and_report(trained):
     _, report = trained
     cases = report["e2e"]
-    assert set(cases) == {"prefill_2048", "decode_b64_kv1024", "decode_b64_kv8192"}
+    assert set(cases) == {"llama-3.1-8b/prefill_2048", "llama-3.1-8b/decode_b64_kv1024",
+                          "llama-3.1-8b/decode_b64_kv8192"}
     for case in cases.values():
         assert abs(case["error"]) < 0.25
         assert 0.0 <= case["fallback_share_of_predicted"] < 1.0
