@@ -1,7 +1,7 @@
 """`revati profile`: measure a real GPU into a hardware profile (needs torch with CUDA).
 
     revati profile micro --out DIR      shape sweeps of the kernel families serving uses
-    revati profile e2e --out DIR        Llama-3.1-8B-shaped forward passes, kernel by kernel
+    revati profile e2e --out DIR        Llama-3.1-8B and Qwen2.5-14B-shaped forwards, per kernel
     revati profile devinfo --out FILE   every attribute the driver, torch and NVML report
     revati profile merge --out DIR IN...  one profile out of several runs on one GPU model
     revati profile trace --out DIR -- python-program ...  every launch of a Python program
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
     micro = sub.add_parser("micro", help="kernel-family shape sweeps")
     add_arguments(micro)
     micro.set_defaults(func=_micro)
-    e2e = sub.add_parser("e2e", help="end-to-end Llama-3.1-8B-shaped kernel check")
+    e2e = sub.add_parser("e2e", help="end-to-end model-shaped kernel check")
     e2e.add_argument("--out", required=True, type=Path)
     e2e.set_defaults(func=_e2e)
     dev = sub.add_parser("devinfo", help="dump device attributes as JSON")
