@@ -203,6 +203,7 @@ static uint32_t asleep_gen[RV_MAX_THREADS];
 static bool running_threads_stalled(int64_t now) {
     bool all = true;
     int32_t hwm = atomic_load(&S->thread_hwm);
+    int32_t seen[RV_MAX_PROCS] = {0}; /* RUNNING slots per process */
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
         int32_t s = atomic_load(&t->state);
@@ -211,6 +212,7 @@ static bool running_threads_stalled(int64_t now) {
             asleep_since[j] = 0;
             continue;
         }
+        seen[t->proc]++;
         char st = task_state(j, t);
         uint32_t gen = atomic_load(&t->gen);
         if (st == 0) continue; /* it exited without telling us */
@@ -224,6 +226,13 @@ static bool running_threads_stalled(int64_t now) {
         } else if (now - asleep_since[j] < stall_ns) {
             all = false;
         }
+    }
+    /* a process counting more runnable threads than it has slots for is starting a thread
+     * (counted by pthread_create, not yet registered) or a child: it is not stalled */
+    int32_t phwm = atomic_load(&S->proc_hwm);
+    for (int i = 0; i < phwm && all; i++) {
+        struct rv_proc *p = &S->procs[i];
+        if (atomic_load(&p->state) != RV_P_FREE && atomic_load(&p->running) > seen[i]) all = false;
     }
     return all;
 }
