@@ -41,6 +41,13 @@ def render(report: dict[str, object]) -> str:
         lines.append(f"{fam:18} {'model':8} {e['samples']:7d} {e['mape']:7.1%} "
                      f"{e['weighted_mape']:7.1%} {e['p90_ape']:7.1%} {e['target_mape']:6.0%} "
                      f"{ok:>3} {e['roofline']['weighted_mape']:8.1%} {share}")
+    if report.get("groups"):
+        lines += ["", "targets by group (held-out, GPU-time weighted MAPE; launch-only attention"
+                      " and GEMM kernels excluded):"]
+        for group, g in report["groups"].items():
+            ok = "yes" if g["weighted_mape"] <= g["target_mape"] else "NO"
+            lines.append(f"{group:10} samples {g['samples']:6d}  wMAPE {g['weighted_mape']:6.1%}"
+                         f"  target {g['target_mape']:4.0%}  {ok}")
     if report.get("e2e"):
         lines += ["", "end-to-end (GEMMs as cuBLAS calls, attention by shape, the rest by launch):",
                   f"{'architecture/case':32} {'measured ms':>11} {'predicted ms':>12} {'error':>7} "

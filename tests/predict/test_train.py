@@ -39,6 +39,11 @@ def test_held_out_accuracy_on_real_measurements(trained):
     assert fams["gemm"]["source"] == "model" and fams["gemm"]["samples"] > 50
     assert fams["gemm"]["weighted_mape"] < 0.10
     assert fams["attention_shape"]["weighted_mape"] < 0.15
+    groups = report["groups"]
+    assert groups["gemm"]["weighted_mape"] == fams["gemm"]["weighted_mape"]
+    assert groups["others"]["samples"] == sum(fams[f]["samples"] for f in
+                                              groups["others"]["families"]
+                                              if fams[f]["source"] == "model")
     # the models must beat the roofline they correct
     for name in ("gemm", "attention_shape"):
         assert fams[name]["weighted_mape"] < fams[name]["roofline"]["weighted_mape"]
