@@ -610,8 +610,9 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     return predict(l, NULL, source);
 }
 
-/* An attention kernel whose sequence lengths are known: the shape model when the index has
- * one (else the attention roofline). */
+/* An attention kernel whose sequence lengths are known: the attention_shape model when the
+ * index has one and the kernel is of the attention family; otherwise as rv_predict_ns, with
+ * the attention roofline where no model covers the kernel. */
 EXPORT int64_t rv_predict_attention_ns(const struct rv_launch *l, const struct rv_attn_shape *a,
                                        int *source)
 {
