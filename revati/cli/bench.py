@@ -1,0 +1,62 @@
+"""`revati bench`: run an emulated deployment under load and write its metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from revati.workload.bench import BenchError, BenchOptions, run_bench
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench", help="benchmark an emulated serving engine (as `vllm bench serve` would)",
+        description="Start a Timekeeper, the emulated engine and the load generator; write "
+        "OUT/summary.json and OUT/requests.csv. Arguments after -- go to the engine.")
+    p.add_argument("--engine", default="vllm")
+    p.add_argument("--model", required=True, help="catalog name (conf/model), e.g. llama3_8b")
+    p.add_argument("--hardware", required=True, help="conf/hardware name or prefix, e.g. h200")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--dataset", default="random")
+    p.add_argument("--input-len", type=int, default=1024)
+    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--range-ratio", type=float, default=0.0,
+                   help="random lengths in [len*(1-r), len*(1+r)]")
+    p.add_argument("--num-prompts", type=int, default=200)
+    p.add_argument("--request-rate", type=float, default=float("inf"),
+                   help="requests per virtual second (inf: all at once)")
+    p.add_argument("--burstiness", type=float, default=1.0,
+                   help="gamma shape of the inter-arrival times (1: Poisson)")
+    p.add_argument("--max-concurrency", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--port", type=int, help="engine port (default: a free one)")
+    p.add_argument("--ready-timeout", type=float, default=1800.0, metavar="SECONDS")
+    p.add_argument("--engine-python", type=Path, help="interpreter that has the engine")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--log-level", choices=["error", "warn", "info", "debug"], default="warn")
+    p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
+    opts = BenchOptions(
+        engine=args.engine, model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
+        dataset=args.dataset, input_len=args.input_len, output_len=args.output_len,
+        range_ratio=args.range_ratio, num_prompts=args.num_prompts,
+        request_rate=args.request_rate, burstiness=args.burstiness,
+        max_concurrency=args.max_concurrency, seed=args.seed, port=args.port,
+        ready_timeout_s=args.ready_timeout, engine_python=args.engine_python, out=args.out,
+        engine_args=extra, log_level=args.log_level)
+    try:
+        s = run_bench(opts)
+    except BenchError as e:
+        print(f"revati bench: {e}", file=sys.stderr)
+        return 1
+    print(f"[revati bench] done: {s['completed']} requests, mean TTFT {s['mean_ttft_ms']:.1f} ms,"
+          f" mean TPOT {s['mean_tpot_ms']:.2f} ms, output {s['output_throughput']:.1f} tok/s, "
+          f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s; "
+          f"written to {args.out}/summary.json")
+    return 0

@@ -1,0 +1,83 @@
+"""vLLM as Revati runs it: the `vllm serve` command line, its environment under emulation,
+readiness, and what it reports about itself.
+
+Nothing here depends on one vLLM version beyond the flags and endpoints every recent
+release has (`vllm serve`, `vllm bench serve`, /health, /metrics)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+NAME = "vllm"
+
+# Set for every emulated vLLM process, with the reason:
+ENV = {
+    # The V2 model runner (vLLM >= 0.2x default) keeps per-request bookkeeping, such as
+    # how many tokens each request sampled in a step, in GPU tensors computed by Triton
+    # kernels. Kernels do not run under emulation, so those values would be zeros and no
+    # request would ever advance; the V1 runner computes the same bookkeeping on the CPU.
+    "VLLM_USE_V2_MODEL_RUNNER": "0",
+    # FlashInfer's sampler is JIT-compiled at start-up against CUDA headers (curand.h)
+    # that a CPU host has no reason to carry; vLLM's own sampler serves the same requests
+    # (the H200 reference runs use the same setting, see docs/validation.md).
+    "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    # No usage reports or downloads from an emulation host.
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "NCCL_NVLS_ENABLE": "0",
+}
+
+
+def has_vllm(python: Path) -> bool:
+    r = subprocess.run([str(python), "-c", "import importlib.util as u, sys; "
+                        "sys.exit(u.find_spec('vllm') is None)"], capture_output=True)
+    return r.returncode == 0
+
+
+def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int, tp: int,
+                  pp: int, extra: list[str]) -> list[str]:
+    return [str(python), "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir),
+            "--tokenizer", str(tokenizer_dir), "--load-format", "dummy",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp), *extra]
+
+
+def is_ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+_BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
+
+
+def num_gpu_blocks(port: int) -> int | None:
+    """The KV-cache block count the engine reports on /metrics (cache_config_info)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            m = _BLOCKS.search(r.read().decode())
+    except (urllib.error.URLError, OSError):
+        return None
+    return int(m.group(1)) if m else None
+
+
+def bench_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
+                  result_dir: Path, result_file: str, load: dict[str, str]) -> list[str]:
+    """`vllm bench serve`, unmodified, as the load generator. `load` maps its flags (without
+    the leading dashes) to values."""
+    cmd = [str(python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+           "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+           "--model", str(model_dir), "--tokenizer", str(tokenizer_dir),
+           "--ignore-eos", "--save-result", "--save-detailed",
+           "--result-dir", str(result_dir), "--result-filename", result_file,
+           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+    for flag, value in load.items():
+        cmd += [f"--{flag}", value]
+    return cmd

@@ -1,0 +1,251 @@
+"""`revati bench`: one emulated deployment under load, measured in virtual time.
+
+A Timekeeper, the real `vllm serve` on emulated GPUs, and the real `vllm bench serve` as
+the load generator, all in one virtual time: the latencies the client measures are what
+the emulated GPUs would give. Writes OUT/summary.json (every key `vllm bench serve
+--save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage), OUT/requests.csv
+(one row per request), and keeps OUT/engine.log and OUT/client.log."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from revati.device.env import emulated_device_env
+from revati.device.spec import known_hardware
+from revati.engines import vllm
+from revati.models.catalog import UnknownModelError, resolve_name
+from revati.models.folder import materialise
+from revati.timewarp.runner import emulated_env
+from revati.timewarp.timekeeper import Timekeeper
+from revati.timewarp.tree import ProcessTree
+
+REPO = Path(__file__).resolve().parents[2]
+RAW_RESULT = "vllm_bench.json"
+# arrays of per-request detail that go to requests.csv rather than summary.json
+DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors",
+               "generated_texts")
+
+
+class BenchError(Exception):
+    """The benchmark could not run or finish; the message says why, in one line."""
+
+
+@dataclass
+class BenchOptions:
+    model: str
+    hardware: str
+    out: Path
+    engine: str = "vllm"
+    tp: int = 1
+    pp: int = 1
+    dataset: str = "random"
+    input_len: int = 1024
+    output_len: int = 128
+    range_ratio: float = 0.0
+    num_prompts: int = 200
+    request_rate: float = float("inf")
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    port: int | None = None
+    ready_timeout_s: float = 1800.0
+    engine_python: Path | None = None
+    engine_args: list[str] = field(default_factory=list)
+    log_level: str = "warn"
+
+
+def resolve_hardware(name: str) -> str:
+    """A conf/hardware name, or an unambiguous prefix of one (h200 -> h200_sxm)."""
+    known = known_hardware()
+    if name in known:
+        return name
+    matches = [k for k in known if k.startswith(name + "_")]
+    if len(matches) == 1:
+        return matches[0]
+    raise BenchError(f"unknown hardware {name!r}; known: {', '.join(known)}")
+
+
+def engine_python(opts: BenchOptions) -> Path:
+    """The interpreter that has the engine: --engine-python, $REVATI_VLLM_PYTHON, the
+    .venv-vllm that scripts/install.sh makes, or this interpreter."""
+    candidates = [opts.engine_python, os.environ.get("REVATI_VLLM_PYTHON"),
+                  REPO / ".venv-vllm" / "bin" / "python", Path(sys.executable)]
+    for c in candidates:
+        if c and Path(c).exists():
+            python = Path(c)
+            break
+    if not vllm.has_vllm(python):
+        raise BenchError(f"vLLM is not installed for {python}: run scripts/install.sh "
+                         "(it makes .venv-vllm) or pass --engine-python")
+    return python
+
+
+def free_port(requested: int | None) -> int:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", requested or 0))
+        except OSError as e:
+            raise BenchError(f"port {requested} is in use: {e.strerror}") from e
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+_PROGRESS = re.compile(r"(\d+)/(\d+) \[")
+
+
+def _requests_done(client_log: Path) -> str:
+    try:
+        found = _PROGRESS.findall(client_log.read_text(errors="replace")[-4000:])
+    except OSError:
+        return "?"
+    return f"{found[-1][0]}/{found[-1][1]}" if found else "0"
+
+
+class Deployment:
+    """The emulated engine and its load generator on one virtual clock."""
+
+    def __init__(self, opts: BenchOptions, python: Path) -> None:
+        self.opts = opts
+        self.python = python
+        self.tk = Timekeeper(deadlock_timeout_s=120.0)
+        self.tk.start()
+        self.tree = ProcessTree(self.tk)
+        self.virtual_start = time.monotonic() + self.tk.offset_ns / 1e9
+
+    def virtual_s(self) -> float:
+        return time.monotonic() + self.tk.offset_ns / 1e9 - self.virtual_start
+
+    def progress(self, what: str, wall0: float) -> None:
+        print(f"[revati bench] {what}: virtual {self.virtual_s():.1f} s, wall "
+              f"{time.monotonic() - wall0:.1f} s", flush=True)
+
+    def wait(self, pid: int, until, what: str, timeout_s: float, log: Path) -> None:
+        """Wait for `until()` (or, with until=None, for pid to exit 0), failing when pid
+        dies first, the run deadlocks or timeout_s of real time pass."""
+        wall0 = last = time.monotonic()
+        while True:
+            code = self.tree.exit_code(pid)
+            if until is None and code == 0:
+                return
+            if code is not None:
+                raise BenchError(f"{what} failed (exit {code}); last lines of {log}:\n"
+                                 f"{_tail(log)}")
+            if until is not None and until():
+                return
+            if self.tk.deadlocked:
+                threads = "\n  ".join(str(t) for t in self.tk.threads())
+                raise BenchError(f"{what}: the emulated deployment deadlocked:\n  {threads}")
+            now = time.monotonic()
+            if now - wall0 > timeout_s:
+                raise BenchError(f"{what}: not done after {timeout_s:.0f} s; see {log}")
+            if now - last > 10:
+                last = now
+                done = "" if until else f", requests {_requests_done(log)}"
+                self.progress(what + done, wall0)
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        self.tree.kill_all()
+        self.tk.stop()
+
+
+def run_bench(opts: BenchOptions) -> dict:
+    if opts.engine != vllm.NAME:
+        raise BenchError(f"engine {opts.engine!r} is not supported yet (supported: vllm)")
+    try:
+        model = resolve_name(opts.model)
+    except UnknownModelError as e:
+        raise BenchError(str(e)) from e
+    hardware = resolve_hardware(opts.hardware)
+    if opts.dataset != "random":
+        raise BenchError(f"dataset {opts.dataset!r} is not supported yet (supported: random)")
+    python = engine_python(opts)
+    port = free_port(opts.port)
+    out = opts.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    folder = materialise(model, out / "model")
+    try:
+        device = emulated_device_env(hardware, opts.tp * opts.pp, out / "device")
+    except ValueError as e:
+        raise BenchError(str(e)) from e
+    engine_log, client_log = out / "engine.log", out / "client.log"
+    for log in (engine_log, client_log):
+        log.unlink(missing_ok=True)
+    wall0 = time.monotonic()
+    dep = Deployment(opts, python)
+    try:
+        server_env = emulated_env(dep.tk.segment, opts.log_level, device) | vllm.ENV
+        server = dep.tree.spawn(
+            vllm.serve_command(python, folder.model_dir, folder.tokenizer_dir, port, opts.tp,
+                               opts.pp, opts.engine_args), server_env, engine_log)
+        dep.progress(f"starting vllm serve for {model} on {opts.tp * opts.pp}x {hardware}",
+                     wall0)
+        dep.wait(server, lambda: vllm.is_ready(port), "vllm serve start-up",
+                 opts.ready_timeout_s, engine_log)
+        blocks = vllm.num_gpu_blocks(port)
+        dep.progress(f"engine ready ({blocks} KV-cache blocks); running the load", wall0)
+        load = {"dataset-name": "random", "random-input-len": str(opts.input_len),
+                "random-output-len": str(opts.output_len),
+                "random-range-ratio": str(opts.range_ratio),
+                "num-prompts": str(opts.num_prompts), "request-rate": str(opts.request_rate),
+                "burstiness": str(opts.burstiness), "seed": str(opts.seed)}
+        if opts.max_concurrency:
+            load["max-concurrency"] = str(opts.max_concurrency)
+        client_env = emulated_env(dep.tk.segment, opts.log_level, {}) | vllm.ENV
+        load_wall0 = time.monotonic()
+        client = dep.tree.spawn(
+            vllm.bench_command(python, port, folder.model_dir, folder.tokenizer_dir, out,
+                               RAW_RESULT, load), client_env, client_log)
+        dep.wait(client, None, "load generator", opts.ready_timeout_s, client_log)
+        load_wall = time.monotonic() - load_wall0
+    finally:
+        dep.close()
+    raw = json.loads((out / RAW_RESULT).read_text())
+    summary = summarise(raw, load_wall, blocks)
+    summary["revati"] = {"model": model, "hardware": hardware, "tp": opts.tp, "pp": opts.pp,
+                         "engine_args": opts.engine_args, "engine_env": vllm.ENV,
+                         "total_wall_s": time.monotonic() - wall0}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_requests_csv(raw, out / "requests.csv")
+    return summary
+
+
+def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
+    summary = {k: v for k, v in raw.items() if k not in DETAIL_KEYS}
+    summary["wall_s"] = load_wall_s
+    summary["num_gpu_blocks"] = blocks
+    # Needs the predictor's per-process totals (rv_predict_totals) collected from the
+    # engine processes; not wired yet, so reported as unknown rather than guessed.
+    summary["predictor_coverage"] = None
+    return summary
+
+
+def write_requests_csv(raw: dict, path: Path) -> None:
+    starts = raw.get("start_times") or []
+    t0 = min(starts) if starts else 0.0
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["request", "send_time_s", "input_tokens", "output_tokens", "ttft_ms",
+                    "tpot_ms", "e2e_ms", "itl_ms", "error"])
+        for i, (inp, outp, ttft, itls) in enumerate(zip(raw["input_lens"], raw["output_lens"],
+                                                        raw["ttfts"], raw["itls"], strict=True)):
+            e2e = ttft + sum(itls)
+            tpot = (e2e - ttft) / (outp - 1) if outp > 1 else 0.0
+            w.writerow([i, f"{starts[i] - t0:.6f}" if starts else "", inp, outp,
+                        f"{ttft * 1e3:.3f}", f"{tpot * 1e3:.3f}", f"{e2e * 1e3:.3f}",
+                        json.dumps([round(x * 1e3, 3) for x in itls]),
+                        (raw.get("errors") or [""] * len(raw["ttfts"]))[i]])
