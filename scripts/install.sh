@@ -44,6 +44,25 @@ if [[ -L .venv || ! -e .venv ]]; then
     ln -sfn "$VENV" .venv
 fi
 
+# The engines live in venvs of their own (their pins clash with ours); `revati bench`
+# finds vLLM's interpreter at .venv-vllm/bin/python.
+ENGINE_LOCK=requirements/vllm.lock
+EHASH=$( (cat "$ENGINE_LOCK"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+EVENV="$VENV_DIR/vllm-$EHASH"
+if [[ -f "$EVENV/.revati-lock" && "$(cat "$EVENV/.revati-lock")" == "$EHASH" ]]; then
+    echo "install: reusing $EVENV"
+else
+    echo "install: creating $EVENV from $ENGINE_LOCK (vLLM and its CUDA libraries: minutes)"
+    rm -rf "$EVENV"
+    "$PYTHON" -m venv "$EVENV"
+    "$EVENV/bin/pip" install -q --upgrade pip
+    "$EVENV/bin/pip" install -q --no-deps -r "$ENGINE_LOCK"
+    echo "$EHASH" > "$EVENV/.revati-lock"
+fi
+if [[ -L .venv-vllm || ! -e .venv-vllm ]]; then
+    ln -sfn "$EVENV" .venv-vllm
+fi
+
 # PostgreSQL server binaries for the shared-study test of revati-tune
 if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then
     echo "install: PostgreSQL server from Debian"

@@ -30,6 +30,9 @@ def build_tokenizer(vocab_size: int) -> Tokenizer:
     return tok
 
 
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+
+
 def write_tokenizer(directory: Path, vocab_size: int) -> Path:
     """Write a folder that transformers' AutoTokenizer (and so vLLM/SGLang) loads."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -39,6 +42,9 @@ def write_tokenizer(directory: Path, vocab_size: int) -> Path:
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": 1 << 30,
         "clean_up_tokenization_spaces": False,
+        # Chat endpoints need a template; the synthetic vocabulary has no roles, so a chat
+        # is its messages' words, and a prompt of N words stays N tokens.
+        "chat_template": CHAT_TEMPLATE,
         **specials,
     }
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -163,41 +163,70 @@ class Deployment:
         self.tk.stop()
 
 
-def run_bench(opts: BenchOptions) -> dict:
-    if opts.engine != vllm.NAME:
-        raise BenchError(f"engine {opts.engine!r} is not supported yet (supported: vllm)")
-    try:
-        model = resolve_name(opts.model)
-    except UnknownModelError as e:
-        raise BenchError(str(e)) from e
-    hardware = resolve_hardware(opts.hardware)
-    if opts.dataset != "random":
-        raise BenchError(f"dataset {opts.dataset!r} is not supported yet (supported: random)")
-    python = engine_python(opts)
-    port = free_port(opts.port)
-    out = opts.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    folder = materialise(model, out / "model")
-    try:
-        device = emulated_device_env(hardware, opts.tp * opts.pp, out / "device")
-    except ValueError as e:
-        raise BenchError(str(e)) from e
-    engine_log, client_log = out / "engine.log", out / "client.log"
-    for log in (engine_log, client_log):
-        log.unlink(missing_ok=True)
-    wall0 = time.monotonic()
-    dep = Deployment(opts, python)
-    try:
-        server_env = emulated_env(dep.tk.segment, opts.log_level, device) | vllm.ENV
-        server = dep.tree.spawn(
-            vllm.serve_command(python, folder.model_dir, folder.tokenizer_dir, port, opts.tp,
-                               opts.pp, opts.engine_args), server_env, engine_log)
-        dep.progress(f"starting vllm serve for {model} on {opts.tp * opts.pp}x {hardware}",
-                     wall0)
-        dep.wait(server, lambda: vllm.is_ready(port), "vllm serve start-up",
-                 opts.ready_timeout_s, engine_log)
-        blocks = vllm.num_gpu_blocks(port)
-        dep.progress(f"engine ready ({blocks} KV-cache blocks); running the load", wall0)
+class EmulatedServer:
+    """`vllm serve` of a catalog model on emulated GPUs, ready to take requests; a
+    context manager that ends the whole deployment on exit."""
+
+    def __init__(self, opts: BenchOptions) -> None:
+        if opts.engine != vllm.NAME:
+            raise BenchError(f"engine {opts.engine!r} is not supported yet (supported: vllm)")
+        try:
+            self.model = resolve_name(opts.model)
+        except UnknownModelError as e:
+            raise BenchError(str(e)) from e
+        self.hardware = resolve_hardware(opts.hardware)
+        self.opts = opts
+        self.python = engine_python(opts)
+        self.port = free_port(opts.port)
+        self.out = opts.out.resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.folder = materialise(self.model, self.out / "model")
+        try:
+            self.device = emulated_device_env(self.hardware, opts.tp * opts.pp,
+                                              self.out / "device")
+        except ValueError as e:
+            raise BenchError(str(e)) from e
+        self.log = self.out / "engine.log"
+        self.dep: Deployment | None = None
+        self.num_gpu_blocks: int | None = None
+
+    def __enter__(self) -> EmulatedServer:
+        self.log.unlink(missing_ok=True)
+        wall0 = time.monotonic()
+        self.dep = Deployment(self.opts, self.python)
+        try:
+            env = emulated_env(self.dep.tk.segment, self.opts.log_level, self.device) | vllm.ENV
+            pid = self.dep.tree.spawn(
+                vllm.serve_command(self.python, self.folder.model_dir, self.folder.tokenizer_dir,
+                                   self.port, self.opts.tp, self.opts.pp, self.opts.engine_args),
+                env, self.log)
+            self.dep.progress(f"starting vllm serve for {self.model} on "
+                              f"{self.opts.tp * self.opts.pp}x {self.hardware}", wall0)
+            self.dep.wait(pid, lambda: vllm.is_ready(self.port), "vllm serve start-up",
+                          self.opts.ready_timeout_s, self.log)
+        except BaseException:
+            self.dep.close()
+            raise
+        self.num_gpu_blocks = vllm.num_gpu_blocks(self.port)
+        self.dep.progress(f"engine ready ({self.num_gpu_blocks} KV-cache blocks)", wall0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.dep is not None
+        self.dep.close()
+
+    def run_load(self, opts: BenchOptions, out: Path) -> dict:
+        """Run `vllm bench serve` against this server as opts says; write out/summary.json
+        and out/requests.csv and return the summary."""
+        assert self.dep is not None
+        if opts.dataset != "random":
+            raise BenchError(f"dataset {opts.dataset!r} is not supported yet "
+                             "(supported: random)")
+        out = out.resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        client_log = out / "client.log"
+        client_log.unlink(missing_ok=True)
+        (out / RAW_RESULT).unlink(missing_ok=True)
         load = {"dataset-name": "random", "random-input-len": str(opts.input_len),
                 "random-output-len": str(opts.output_len),
                 "random-range-ratio": str(opts.range_ratio),
@@ -205,23 +234,26 @@ def run_bench(opts: BenchOptions) -> dict:
                 "burstiness": str(opts.burstiness), "seed": str(opts.seed)}
         if opts.max_concurrency:
             load["max-concurrency"] = str(opts.max_concurrency)
-        client_env = emulated_env(dep.tk.segment, opts.log_level, {}) | vllm.ENV
-        load_wall0 = time.monotonic()
-        client = dep.tree.spawn(
-            vllm.bench_command(python, port, folder.model_dir, folder.tokenizer_dir, out,
-                               RAW_RESULT, load), client_env, client_log)
-        dep.wait(client, None, "load generator", opts.ready_timeout_s, client_log)
-        load_wall = time.monotonic() - load_wall0
-    finally:
-        dep.close()
-    raw = json.loads((out / RAW_RESULT).read_text())
-    summary = summarise(raw, load_wall, blocks)
-    summary["revati"] = {"model": model, "hardware": hardware, "tp": opts.tp, "pp": opts.pp,
-                         "engine_args": opts.engine_args, "engine_env": vllm.ENV,
-                         "total_wall_s": time.monotonic() - wall0}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    write_requests_csv(raw, out / "requests.csv")
-    return summary
+        env = emulated_env(self.dep.tk.segment, opts.log_level, {}) | vllm.ENV
+        wall0 = time.monotonic()
+        client = self.dep.tree.spawn(
+            vllm.bench_command(self.python, self.port, self.folder.model_dir,
+                               self.folder.tokenizer_dir, out, RAW_RESULT, load), env, client_log)
+        self.dep.wait(client, None, "load generator", opts.ready_timeout_s, client_log)
+        raw = json.loads((out / RAW_RESULT).read_text())
+        summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
+        summary["revati"] = {"model": self.model, "hardware": self.hardware,
+                             "tp": self.opts.tp, "pp": self.opts.pp,
+                             "engine_args": self.opts.engine_args, "engine_env": vllm.ENV}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_requests_csv(raw, out / "requests.csv")
+        return summary
+
+
+def run_bench(opts: BenchOptions) -> dict:
+    """Start the emulated engine, run the load against it, end everything."""
+    with EmulatedServer(opts) as server:
+        return server.run_load(opts, opts.out)
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
