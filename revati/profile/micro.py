@@ -91,6 +91,10 @@ def gemm_call(m: int, n: int, k: int, dt_in: DType, dt_out: DType) -> dict[str, 
     return row
 
 
+def pick_count(quick: bool, n: int) -> int:
+    return min(n, 3) if quick else n
+
+
 def sweeps(torch, quick: bool = False) -> Iterator[Point]:
     """All sweep points, family by family. quick: a handful per family (smoke test)."""
     F = torch.nn.functional
@@ -118,6 +122,17 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
                     x, w = rnd(m, k, dtype=dtype), rnd(n, k, dtype=dtype)
                     return lambda: F.linear(x, w)
                 yield Point(name, setup, gemm_call(m, n, k, dt, dt))
+    # Widths of models not listed above: random (n, k), multiples of 128 from 1,024 to 65,536,
+    # so the GEMM model interpolates between shapes instead of memorising MODELS' widths. Own
+    # random stream, so adding it left the other sweeps' off-grid draws unchanged.
+    offgrid = random.Random(1)
+    for _ in range(pick_count(quick, 48)):
+        n, k = (128 * int(2 ** offgrid.uniform(3, 9)) for _ in range(2))
+        for m in sorted({int(2 ** offgrid.uniform(0, 13)) for _ in range(10)}):
+            def setup(m=m, n=n, k=k):
+                x, w = rnd(m, k), rnd(n, k)
+                return lambda: F.linear(x, w)
+            yield Point("gemm_bf16_offgrid", setup, gemm_call(m, n, k, DType.BF16, DType.BF16))
     # --- FP8 (e4m3, per-tensor scales, bf16 out) through torch._scaled_mm (cuBLASLt).
     for n, k in shapes:
         for m in pick(GEMM_M[::2]):
