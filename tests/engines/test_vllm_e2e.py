@@ -89,3 +89,20 @@ def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
     r = subprocess.run([*base[:-4], "--model", "llama3_8b", "--hardware", "b999", "--out",
                         str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 1 and "unknown hardware 'b999'" in r.stderr
+
+
+def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
+    """The whole `revati bench` command on two emulated H200s: two vLLM workers whose
+    NCCL and custom all-reduce couple their timelines."""
+    r = subprocess.run(
+        [sys.executable, "-m", "revati.cli.main", "bench", "--model", "llama3_8b",
+         "--hardware", "h200", "--tp", "2", "--input-len", "128", "--output-len", "32",
+         "--num-prompts", "10", "--request-rate", "10", "--out", str(tmp_path), "--",
+         "--max-model-len", "4096"], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[revati bench] done: 10 requests" in r.stdout
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["completed"] == 10 and s["revati"]["tp"] == 2
+    assert s["total_output_tokens"] == 10 * 32
+    assert s["num_gpu_blocks"] > 100_000  # half the weights per GPU: more room for KV
+    assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()

@@ -1,0 +1,58 @@
+"""revati-tune end to end with real emulated vLLM trials (issue 5, done-when 1 and 2).
+
+A one-GPU budget leaves one point of the tp_pp grid feasible: that trial runs the real
+`revati bench` (emulated vLLM on an emulated H200), the other eleven are pruned before
+launch; the test then reads Optuna's storage and the MLflow store back, and re-runs the
+command to check that it resumes without repeating the finished trial."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+pytestmark = pytest.mark.e2e
+
+ARGS = ["+model=llama3_8b", "sweep=tp_pp", "parallelism.max_gpus=1",
+        "workload.num_prompts=10", "workload.input_len=128", "workload.output_len=32",
+        "workload.request_rate=10", "engine.max_model_len=4096"]
+
+
+def test_sweep_with_a_real_trial_is_tracked_and_resumes(run_tune, tmp_path):
+    first = run_tune(tmp_path, *ARGS, timeout=2400)
+    assert first.returncode == 0, first.stderr[-3000:]
+    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    pruned = [t for t in study.trials if t.state == TrialState.PRUNED]
+    assert len(done) == 1 and len(pruned) == 11, [t.user_attrs for t in study.trials]
+    assert done[0].params == {"parallelism.tensor_parallel_size": 1,
+                              "parallelism.pipeline_parallel_size": 1}
+    assert all("max_gpus=1" in t.user_attrs["infeasible_reason"] for t in pruned)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/revati-tune/mlflow.db")
+    exp = client.get_experiment_by_name("revati-tune")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 12
+    [ran] = [c for c in children if c.info.status == "FINISHED"]
+    assert ran.data.params["parallelism.tensor_parallel_size"] == "1"
+    assert ran.data.params["workload.num_prompts"] == "10"
+    metrics = ran.data.metrics
+    assert metrics["completed"] == 10 and metrics["mean_ttft_ms"] > 0
+    assert metrics["output_throughput"] > 0 and metrics["num_gpu_blocks"] > 0
+    artifacts = {a.path for a in client.list_artifacts(ran.info.run_id)}
+    assert {"summary.json", "requests.csv", "config.yaml"} <= artifacts
+    summary = json.loads(open(client.download_artifacts(ran.info.run_id, "summary.json",
+                                                        str(tmp_path))).read())
+    assert summary["completed"] == 10
+
+    again = run_tune(tmp_path, *ARGS, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    assert len(study.trials) == 12  # nothing repeated
+    assert len(client.search_runs([exp.experiment_id], max_results=100)) == 13
