@@ -11,10 +11,14 @@ package. The unversioned names are there for Triton, which links its launcher st
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 
 from revati.device.spec import load_spec, write_flat
+from revati.predict.registry import lightgbm_library, models_dir
+
+log = logging.getLogger("revati.device")
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parents[1] / "native"
 
@@ -57,6 +61,18 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
     return lib
 
 
+def _predictor_models(hardware: str) -> dict[str, str]:
+    """The trained duration models for this GPU (revati/predict/data/models/<gpu>, named by
+    the part of the spec name before the form factor: h200_sxm -> h200). Without them the
+    predictor falls back to the roofline for every kernel, which the run reports."""
+    try:
+        return {"REVATI_PREDICT_MODELS": str(models_dir(hardware.split("_")[0]) / "index.txt"),
+                "REVATI_LIGHTGBM_LIB": str(lightgbm_library())}
+    except FileNotFoundError as e:
+        log.warning("%s: kernel durations come from the roofline alone", e)
+        return {}
+
+
 def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
     """Variables to add to a child's environment so it sees `gpus` GPUs of `hardware`.
 
@@ -70,6 +86,7 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
     spec_file = write_flat(spec, workdir / f"hw_{spec.key}.spec")
     lib = driver_dir(workdir)
     return {
+        **_predictor_models(spec.key),
         "LD_LIBRARY_PATH": str(lib),
         # torch finds NCCL through its RPATH, which LD_LIBRARY_PATH cannot override; a
         # preloaded library of the same SONAME satisfies that lookup and vLLM's dlopen.
