@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -284,6 +286,7 @@ static const char *(*lgbm_error)(void);
 static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 
 static _Atomic int64_t g_totals[3];
+static void maybe_write_totals(void);
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -601,6 +604,7 @@ static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a,
         pthread_mutex_unlock(&g_lock);
     }
     atomic_fetch_add(&g_totals[src], ns);
+    maybe_write_totals();
     if (source) *source = src;
     return ns;
 }
@@ -623,3 +627,39 @@ EXPORT void rv_predict_totals(int64_t out_ns[3])
 {
     for (int i = 0; i < 3; i++) out_ns[i] = atomic_load(&g_totals[i]);
 }
+
+/* When REVATI_PREDICT_TOTALS names a directory, this process's predicted GPU time per source
+ * is kept there as <pid>.json, so that `revati bench` can report which share of the GPU
+ * time came from measured models (predictor_coverage). Rewritten at most once a second and
+ * at exit: engine processes often end through _exit, which runs no exit handlers. */
+static void write_totals(void)
+{
+    const char *dir = getenv("REVATI_PREDICT_TOTALS");
+    int64_t t[3];
+    rv_predict_totals(t);
+    if (!dir || !*dir || t[0] + t[1] + t[2] == 0) return;
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%d.json", dir, (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld}\n",
+            (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED]);
+    fclose(f);
+    rename(tmp, path); /* readers never see a half-written file */
+}
+
+static void maybe_write_totals(void)
+{
+    static _Atomic int64_t last;
+    static int wanted = -1;
+    if (wanted < 0) wanted = getenv("REVATI_PREDICT_TOTALS") != NULL;
+    if (!wanted) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    int64_t now = ts.tv_sec * 1000000000LL + ts.tv_nsec, prev = atomic_load(&last);
+    if (now - prev < 1000000000LL || !atomic_compare_exchange_strong(&last, &prev, now)) return;
+    write_totals();
+}
+
+__attribute__((destructor)) static void write_totals_at_exit(void) { write_totals(); }

@@ -12,6 +12,8 @@ import csv
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import sys
 import time
@@ -158,7 +160,15 @@ class Deployment:
                 self.progress(what + done, wall0)
             time.sleep(0.2)
 
-    def close(self) -> None:
+    def close(self, server: int | None = None, grace_s: float = 30.0) -> None:
+        """End the deployment: the server first, gently (SIGTERM and up to grace_s of real
+        time, so that its processes exit normally and leave their predictor totals), then
+        whatever is left."""
+        if server is not None and self.tree.exit_code(server) is None:
+            os.kill(server, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self.tree.exit_code(server) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
         self.tree.kill_all()
         self.tk.stop()
 
@@ -188,15 +198,20 @@ class EmulatedServer:
             raise BenchError(str(e)) from e
         self.log = self.out / "engine.log"
         self.dep: Deployment | None = None
+        self.pid: int | None = None
         self.num_gpu_blocks: int | None = None
 
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
         wall0 = time.monotonic()
         self.dep = Deployment(self.opts, self.python)
+        self.totals = self.out / "predictor_totals"
+        shutil.rmtree(self.totals, ignore_errors=True)
+        self.totals.mkdir()
         try:
             env = emulated_env(self.dep.tk.segment, self.opts.log_level, self.device) | vllm.ENV
-            pid = self.dep.tree.spawn(
+            env["REVATI_PREDICT_TOTALS"] = str(self.totals)
+            self.pid = pid = self.dep.tree.spawn(
                 vllm.serve_command(self.python, self.folder.model_dir, self.folder.tokenizer_dir,
                                    self.port, self.opts.tp, self.opts.pp, self.opts.engine_args),
                 env, self.log)
@@ -213,7 +228,18 @@ class EmulatedServer:
 
     def __exit__(self, *exc: object) -> None:
         assert self.dep is not None
-        self.dep.close()
+        self.dep.close(self.pid)
+
+    def predictor_coverage(self) -> float | None:
+        """Share of the predicted GPU time that came from measured models rather than the
+        roofline, over the engine processes that have exited so far (each leaves its
+        totals when it ends)."""
+        model = roofline = 0
+        for f in self.totals.glob("*.json"):
+            t = json.loads(f.read_text())
+            model += t["model_ns"]
+            roofline += t["roofline_ns"]
+        return model / (model + roofline) if model + roofline else None
 
     def run_load(self, opts: BenchOptions, out: Path) -> dict:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
@@ -253,15 +279,19 @@ class EmulatedServer:
 def run_bench(opts: BenchOptions) -> dict:
     """Start the emulated engine, run the load against it, end everything."""
     with EmulatedServer(opts) as server:
-        return server.run_load(opts, opts.out)
+        summary = server.run_load(opts, opts.out)
+    # the engine processes leave their predictor totals as they exit
+    summary["predictor_coverage"] = server.predictor_coverage()
+    (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     summary = {k: v for k, v in raw.items() if k not in DETAIL_KEYS}
     summary["wall_s"] = load_wall_s
     summary["num_gpu_blocks"] = blocks
-    # Needs the predictor's per-process totals (rv_predict_totals) collected from the
-    # engine processes; not wired yet, so reported as unknown rather than guessed.
+    # known once the engine has exited (run_bench fills it in); a load run against a
+    # server that keeps running reports it as unknown rather than guessed
     summary["predictor_coverage"] = None
     return summary
 
