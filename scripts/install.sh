@@ -23,45 +23,35 @@ if [[ "${1:-}" == "--relock" ]]; then
     exit 0
 fi
 
-HASH=$( (cat "$LOCK"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
 VENV_DIR=${REVATI_VENV_DIR:-$HOME/.cache/revati}
-VENV="$VENV_DIR/venv-$HASH"
 
-if [[ -f "$VENV/.revati-lock" && "$(cat "$VENV/.revati-lock")" == "$HASH" ]]; then
-    echo "install: reusing $VENV"
-else
-    echo "install: creating $VENV from $LOCK (torch's CUDA build is several GB: minutes)"
-    rm -rf "$VENV"
-    mkdir -p "$VENV_DIR"
-    "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q --no-deps -r "$LOCK"
-    echo "$HASH" > "$VENV/.revati-lock"
-fi
+# ensure_venv LOCK NAME LINK: a venv with exactly LOCK's packages under $VENV_DIR, named by
+# the hash of LOCK and the Python version (reused while both are unchanged), linked as LINK
+# (a real directory of that name, a developer's own venv, is left alone).
+ensure_venv() {
+    local lock=$1 name=$2 link=$3 hash venv
+    hash=$( (cat "$lock"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+    venv="$VENV_DIR/$name-$hash"
+    if [[ -f "$venv/.revati-lock" && "$(cat "$venv/.revati-lock")" == "$hash" ]]; then
+        echo "install: reusing $venv"
+    else
+        echo "install: creating $venv from $lock (CUDA libraries are several GB: minutes)"
+        rm -rf "$venv"
+        mkdir -p "$VENV_DIR"
+        "$PYTHON" -m venv "$venv"
+        "$venv/bin/pip" install -q --upgrade pip
+        "$venv/bin/pip" install -q --no-deps -r "$lock"
+        echo "$hash" > "$venv/.revati-lock"
+    fi
+    if [[ -L "$link" || ! -e "$link" ]]; then
+        ln -sfn "$venv" "$link"
+    fi
+}
 
-# .venv: a link to the cached venv (a real .venv directory of a developer is left alone)
-if [[ -L .venv || ! -e .venv ]]; then
-    ln -sfn "$VENV" .venv
-fi
-
+ensure_venv "$LOCK" venv .venv
 # The engines live in venvs of their own (their pins clash with ours); `revati bench`
 # finds vLLM's interpreter at .venv-vllm/bin/python.
-ENGINE_LOCK=requirements/vllm.lock
-EHASH=$( (cat "$ENGINE_LOCK"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
-EVENV="$VENV_DIR/vllm-$EHASH"
-if [[ -f "$EVENV/.revati-lock" && "$(cat "$EVENV/.revati-lock")" == "$EHASH" ]]; then
-    echo "install: reusing $EVENV"
-else
-    echo "install: creating $EVENV from $ENGINE_LOCK (vLLM and its CUDA libraries: minutes)"
-    rm -rf "$EVENV"
-    "$PYTHON" -m venv "$EVENV"
-    "$EVENV/bin/pip" install -q --upgrade pip
-    "$EVENV/bin/pip" install -q --no-deps -r "$ENGINE_LOCK"
-    echo "$EHASH" > "$EVENV/.revati-lock"
-fi
-if [[ -L .venv-vllm || ! -e .venv-vllm ]]; then
-    ln -sfn "$EVENV" .venv-vllm
-fi
+ensure_venv requirements/vllm.lock vllm .venv-vllm
 
 # PostgreSQL server binaries for the shared-study test of revati-tune
 if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from tests.timewarp.conftest import revati_run, run_py
@@ -62,42 +64,42 @@ def test_absolute_deadline_on_the_virtual_clock() -> None:
     assert out["now"] == pytest.approx(out["target"], abs=0.01)
 
 
+def on_event_loop(loop: str, body: str) -> str:
+    """A program that runs `async def main()` with this body on asyncio's own loop or on
+    uvloop, and prints what main() returns as {"elapsed": ...}."""
+    return f"""
+import asyncio, json, time
+async def main():
+{textwrap.indent(textwrap.dedent(body), "    ")}
+if "{loop}" == "uvloop":
+    import uvloop
+    elapsed = uvloop.run(main())
+else:
+    elapsed = asyncio.run(main())
+print(json.dumps({{"elapsed": elapsed}}))
+"""
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_asyncio_sleeps_add_up_in_virtual_time(loop: str) -> None:
-    r = run_py(f"""
-        import asyncio, json, time
-        async def main():
-            a = time.monotonic()
-            for _ in range(1000):
-                await asyncio.sleep(0.01)
-            return time.monotonic() - a
-        if "{loop}" == "uvloop":
-            import uvloop
-            elapsed = uvloop.run(main())
-        else:
-            elapsed = asyncio.run(main())
-        print(json.dumps({{"elapsed": elapsed}}))
-    """)
+    r = run_py(on_event_loop(loop, """
+        a = time.monotonic()
+        for _ in range(1000):
+            await asyncio.sleep(0.01)
+        return time.monotonic() - a
+    """))
     assert r.returncode == 0, r.stderr
     assert r.json()["elapsed"] == pytest.approx(10.0, rel=0.01)
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_asyncio_wait_for_times_out_at_the_virtual_deadline(loop: str) -> None:
-    r = run_py(f"""
-        import asyncio, json, time
-        async def main():
-            a = time.monotonic()
-            try:
-                await asyncio.wait_for(asyncio.sleep(600), timeout=42)
-            except asyncio.TimeoutError:
-                return time.monotonic() - a
-        if "{loop}" == "uvloop":
-            import uvloop
-            elapsed = uvloop.run(main())
-        else:
-            elapsed = asyncio.run(main())
-        print(json.dumps({{"elapsed": elapsed}}))
-    """)
+    r = run_py(on_event_loop(loop, """
+        a = time.monotonic()
+        try:
+            await asyncio.wait_for(asyncio.sleep(600), timeout=42)
+        except asyncio.TimeoutError:
+            return time.monotonic() - a
+    """))
     assert r.returncode == 0, r.stderr
     assert r.json()["elapsed"] == pytest.approx(42.0, abs=0.01)

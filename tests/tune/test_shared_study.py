@@ -67,25 +67,30 @@ def postgres_url():
 
 
 def test_two_workers_share_one_study(postgres_url, tmp_path):
+    # A one-GPU budget leaves one point of the tp_pp grid feasible: one real emulated vLLM
+    # trial, eleven pruned ones; the two workers split the grid between them.
     budget = 12
-    args = ["+model=llama8b", "sweep=batching", f"sweep.n_trials={budget}",
-            "workload.num_prompts=10", f"study.storage={postgres_url}",
-            "study.show_progress=false"]
+    args = ["+model=llama8b", "sweep=tp_pp", "parallelism.max_gpus=1",
+            "workload.num_prompts=10", "workload.input_len=128", "workload.output_len=32",
+            "workload.request_rate=10", "engine.max_model_len=4096",
+            f"study.storage={postgres_url}", "study.show_progress=false"]
     workers = [subprocess.Popen(
         [sys.executable, "-m", "revati.tune.app", *args,
          f"mlflow.tracking_uri=sqlite:///{tmp_path}/mlflow-{i}.db"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(2)]
     for proc in workers:
-        _, err = proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=2400)
         assert proc.returncode == 0, err
 
     [summary] = optuna.get_all_study_summaries(postgres_url)
     study = optuna.load_study(study_name=summary.study_name, storage=postgres_url)
     numbers = {t.number for t in study.trials}
-    # Each worker stops once the study reaches the budget; one may have a trial in flight.
+    # Each worker stops once the grid is done; one may have a trial in flight then.
     assert budget <= len(numbers) <= budget + 1
-    assert all(t.state in (TrialState.FAIL, TrialState.PRUNED) for t in study.trials)
+    states = [t.state for t in study.trials]
+    assert states.count(TrialState.COMPLETE) >= 1
+    assert all(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states)
 
     per_worker = []
     for i in range(2):
