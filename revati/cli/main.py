@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default.
-SUBCOMMANDS = ["run", "timekeeper", "profile", "predictor", "doctor", "bench"]
+SUBCOMMANDS = ["run", "timekeeper", "profile", "predictor", "doctor", "bench", "validate"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,81 @@
+"""`revati validate`: the same benchmark on the emulated engine as a real run recorded, and
+every summary metric side by side with its relative error.
+
+The real side is the JSON `vllm bench serve --save-result --save-detailed` wrote on a GPU.
+The emulated side runs the same `vllm bench serve` with the same seed, number of prompts,
+lengths, request rate and burstiness: its random dataset and arrival process are seeded, so
+it sends the very same requests (token lengths, and send times relative to the start) as
+the real run did. The per-request lengths of both runs are compared to prove it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from revati.workload.bench import BenchError, BenchOptions, run_bench
+
+# what the report leads with; every other numeric key both sides have follows
+HEADLINE = ["mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+            "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "request_throughput",
+            "output_throughput", "total_token_throughput", "duration"]
+NOT_COMPARED = {"num_prompts", "request_rate", "burstiness", "max_concurrency", "completed",
+                "failed", "total_input_tokens", "total_output_tokens", "wall_s",
+                "num_gpu_blocks", "predictor_coverage", "rtfx"}
+
+
+def workload_of(real: dict, seed: int) -> dict:
+    """The bench options that reproduce the real run's requests."""
+    ins, outs = real.get("input_lens"), real.get("output_lens")
+    if not ins or not outs:
+        raise BenchError("the real result has no per-request lengths: record it with "
+                         "`vllm bench serve --save-result --save-detailed`")
+    if len(set(ins)) != 1 or len(set(outs)) != 1:
+        raise BenchError("the real run used ranged lengths; replaying it needs the original "
+                         "--random-input-len/--random-range-ratio, which the result lacks")
+    rate = real.get("request_rate", "inf")
+    return {"input_len": ins[0], "output_len": outs[0], "num_prompts": len(ins),
+            "request_rate": float("inf") if rate in ("inf", None) else float(rate),
+            "burstiness": float(real.get("burstiness") or 1.0),
+            "max_concurrency": real.get("max_concurrency"), "seed": seed}
+
+
+def compare(real: dict, emulated: dict) -> list[dict]:
+    keys = [k for k in HEADLINE if k in real and k in emulated]
+    keys += sorted(k for k in real if k in emulated and k not in keys and k not in NOT_COMPARED
+                   and isinstance(real[k], (int, float)) and isinstance(emulated[k], (int, float))
+                   and not isinstance(real[k], bool))
+    rows = []
+    for k in keys:
+        r, e = float(real[k]), float(emulated[k])
+        rows.append({"metric": k, "real": r, "emulated": e,
+                     "rel_error": (e - r) / r if r else None})
+    return rows
+
+
+def render(rows: list[dict]) -> str:
+    lines = ["| metric | real | emulated | error |", "|---|---:|---:|---:|"]
+    for row in rows:
+        err = "n/a" if row["rel_error"] is None else f"{row['rel_error'] * 100:+.1f} %"
+        lines.append(f"| {row['metric']} | {row['real']:.2f} | {row['emulated']:.2f} | {err} |")
+    return "\n".join(lines)
+
+
+def validate(real_path: Path, opts: BenchOptions) -> tuple[list[dict], dict]:
+    real = json.loads(real_path.read_text())
+    w = workload_of(real, opts.seed)
+    opts.input_len, opts.output_len = w["input_len"], w["output_len"]
+    opts.num_prompts, opts.request_rate = w["num_prompts"], w["request_rate"]
+    opts.burstiness, opts.max_concurrency = w["burstiness"], w["max_concurrency"]
+    emulated = run_bench(opts)
+    raw = json.loads((opts.out / "vllm_bench.json").read_text())
+    if raw["input_lens"] != real["input_lens"] or raw["output_lens"] != real["output_lens"]:
+        raise BenchError("the emulated run did not send the same requests as the real one "
+                         "(different seed or vLLM version?)")
+    rows = compare(real, emulated)
+    report = {"real": str(real_path), "workload": w, "rows": rows,
+              "emulated_wall_s": emulated["wall_s"], "real_duration_s": real.get("duration"),
+              "num_gpu_blocks_emulated": emulated["num_gpu_blocks"],
+              "predictor_coverage": emulated["predictor_coverage"]}
+    (opts.out / "validation.json").write_text(json.dumps(report, indent=2))
+    (opts.out / "validation.md").write_text(render(rows) + "\n")
+    return rows, report
