@@ -49,8 +49,8 @@ def native_lib(name: str, sources: list[str], libs: list[str], extra_link: list[
 # Device shim: the CUDA driver tables are generated from the CUDA 13 headers.
 CUDA_INCLUDE = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0"), "include")
 subprocess.check_call([sys.executable, str(NATIVE / "gen_cuda.py"), str(NATIVE), CUDA_INCLUDE])
-CUDA_SOURCES = ["cuda.c", "cuda_memory.c", "cuda_stream.c", "darkapi.c", "cuda_spec.c",
-                "cuda_stubs.gen.c", "cuda_ptds.gen.c", "cuda_enums.gen.c"]
+CUDA_SOURCES = ["cuda.c", "cuda_memory.c", "cuda_stream.c", "cuda_cubin.c", "darkapi.c",
+                "cuda_spec.c", "cuda_stubs.gen.c", "cuda_ptds.gen.c", "cuda_enums.gen.c"]
 
 
 setup(

@@ -326,13 +326,19 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) { return as_ctx(peer) && peer ? 
  * predictor keys on. Kernel attributes are Hopper-typical values until the cubin's
  * .nv.info is read (libraries use them for occupancy choices, not for correctness). */
 #define RV_MAGIC_MOD 0x52564d44u
-struct rv_module { uint32_t magic; struct rv_func *funcs; struct rv_global *globals; };
+struct rv_module {
+    uint32_t magic;
+    struct rv_func *funcs;
+    struct rv_global *globals;
+    struct rv_kernel_params *params;   /* from this GPU's cubin, or NULL */
+};
 struct rv_global { char *name; CUdeviceptr p; size_t size; struct rv_global *next; };
 #define RV_GLOBAL_BYTES 65536  /* size unknown without parsing the cubin */
 
-static struct rv_module *new_module(void) {
+static struct rv_module *new_module(const void *image) {
     struct rv_module *m = calloc(1, sizeof *m);
     m->magic = RV_MAGIC_MOD;
+    m->params = rv_cubin_params(image);
     return m;
 }
 static struct rv_module *as_mod(void *h) {
@@ -360,6 +366,8 @@ static struct rv_func *get_func(struct rv_module *m, const char *name) {
         f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
         f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
         f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+        for (f->params = m->params; f->params && strcmp(f->params->kernel, name);)
+            f->params = f->params->next;
         f->next = m->funcs;
         m->funcs = f;
     }
@@ -388,10 +396,28 @@ static CUresult get_global(CUdeviceptr *dp, size_t *bytes, struct rv_module *m, 
     return CUDA_SUCCESS;
 }
 
-CUresult cuModuleLoadData(CUmodule *pm, const void *image) { CHECK_PTR(pm); CHECK_PTR(image); *pm = (CUmodule)new_module(); return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule *pm, const void *image) { CHECK_PTR(pm); CHECK_PTR(image); *pm = (CUmodule)new_module(image); return CUDA_SUCCESS; }
 CUresult cuModuleLoadDataEx(CUmodule *pm, const void *image, unsigned n, CUjit_option *o, void **v) { return cuModuleLoadData(pm, image); }
 CUresult cuModuleLoadFatBinary(CUmodule *pm, const void *image) { return cuModuleLoadData(pm, image); }
-CUresult cuModuleLoad(CUmodule *pm, const char *path) { CHECK_PTR(path); return cuModuleLoadData(pm, path); }
+static void *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n > 0 ? calloc(1, (size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    return buf;
+}
+CUresult cuModuleLoad(CUmodule *pm, const char *path) {
+    CHECK_PTR(pm); CHECK_PTR(path);
+    void *image = read_file(path);
+    if (!image) return CUDA_ERROR_FILE_NOT_FOUND;
+    CUresult r = cuModuleLoadData(pm, image);
+    free(image);   /* the module keeps its own copy of the cubin */
+    return r;
+}
 CUresult cuModuleUnload(CUmodule m) { return as_mod(m) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) { CHECK_PTR(mode); *mode = CU_MODULE_LAZY_LOADING; return CUDA_SUCCESS; }
 CUresult cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name) {
@@ -403,11 +429,16 @@ CUresult cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name) {
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const char *name) { return get_global(dp, bytes, as_mod(m), name); }
 CUresult cuLibraryLoadData(CUlibrary *pl, const void *code, CUjit_option *jo, void **jv, unsigned nj,
                            CUlibraryOption *lo, void **lv, unsigned nl) {
-    CHECK_PTR(pl); CHECK_PTR(code); *pl = (CUlibrary)new_module(); return CUDA_SUCCESS;
+    CHECK_PTR(pl); CHECK_PTR(code); *pl = (CUlibrary)new_module(code); return CUDA_SUCCESS;
 }
 CUresult cuLibraryLoadFromFile(CUlibrary *pl, const char *path, CUjit_option *jo, void **jv, unsigned nj,
                                CUlibraryOption *lo, void **lv, unsigned nl) {
-    return cuLibraryLoadData(pl, path, jo, jv, nj, lo, lv, nl);
+    CHECK_PTR(pl); CHECK_PTR(path);
+    void *image = read_file(path);
+    if (!image) return CUDA_ERROR_FILE_NOT_FOUND;
+    CUresult r = cuLibraryLoadData(pl, image, jo, jv, nj, lo, lv, nl);
+    free(image);
+    return r;
 }
 CUresult cuLibraryUnload(CUlibrary l) { return as_mod(l) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
 CUresult cuLibraryGetKernel(CUkernel *pk, CUlibrary l, const char *name) {
@@ -443,6 +474,20 @@ CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
         return CUDA_ERROR_INVALID_VALUE;
     x->attrs[a] = v;
     return CUDA_SUCCESS;
+}
+/* Parameter layout from the cubin's .nv.info (EIATTR_KPARAM_INFO). */
+CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size) {
+    struct rv_func *x = as_func(f);
+    if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    if (!x->params || x->params->count < 0)
+        return rv_unimplemented("cuFuncGetParamInfo (no cubin for this GPU)");
+    if (index >= (size_t)x->params->count || !offset || !size) return CUDA_ERROR_INVALID_VALUE;
+    *offset = x->params->offset[index];
+    *size = x->params->size[index];
+    return CUDA_SUCCESS;
+}
+CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t *offset, size_t *size) {
+    return cuFuncGetParamInfo((CUfunction)k, index, offset, size);
 }
 CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute a, CUkernel k, CUdevice d) { return cuFuncGetAttribute(pi, a, (CUfunction)k); }
 CUresult cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice d) { return cuFuncSetAttribute((CUfunction)k, a, v); }

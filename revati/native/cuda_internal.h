@@ -35,12 +35,20 @@ struct rv_ctx {
     unsigned long long id;
     size_t limits[16];
 };
+#define RV_MAX_PARAMS 64
 struct rv_func {
     uint32_t magic;
     char *name;
     struct rv_module *mod;
     int attrs[32];
+    const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
     struct rv_func *next;
+};
+struct rv_kernel_params {
+    char *kernel;
+    int count;                        /* -1: malformed */
+    uint16_t size[RV_MAX_PARAMS], offset[RV_MAX_PARAMS];
+    struct rv_kernel_params *next;
 };
 
 extern pthread_mutex_t rv_cuda_lock;
@@ -55,6 +63,11 @@ int rv_attr(int attribute, int dev, bool *known);
 CUresult rv_unimplemented(const char *name);    /* logs once, NOT_SUPPORTED */
 /* A persistent copy of a formatted name (rv_log_once keeps the pointer it is given). */
 const char *rv_intern(const char *s);
+
+/* ---- cuda_cubin.c ------------------------------------------------------------- */
+/* The parameter layouts of every kernel in the cubin for this GPU inside a module image
+ * (a fatbin, wrapped or not, or an ELF cubin); NULL if there is none. */
+struct rv_kernel_params *rv_cubin_params(const void *image);
 
 /* ---- cuda_memory.c ------------------------------------------------------------ */
 CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev);

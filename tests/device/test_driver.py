@@ -351,3 +351,31 @@ print(json.dumps({"fd": fd.value > 2, "type": back.type, "handles": back.request
                   "device": back.location.id}))
 """)
     assert out == {"fd": True, "type": 1, "handles": 1, "device": 0}
+
+
+NVCC = "/usr/local/cuda-13.0/bin/nvcc"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
+def test_kernel_parameter_layout_comes_from_the_cubin(emulated, tmp_path):
+    import subprocess
+
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void probe(int *a, float b, double c, char d)'
+                   " { if (a) a[0] = (int)(b + c + d); }\n")
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(src)],
+                   check=True, capture_output=True)
+    out = driver(emulated, f"""
+init()
+image = open("{tmp_path / 'k.cubin'}", "rb").read()
+mod, fn = c(), c()
+ok(cu.cuModuleLoadData(ctypes.byref(mod), image))
+ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"probe"))
+layout = []
+for i in range(5):
+    off, size = ctypes.c_size_t(), ctypes.c_size_t()
+    r = cu.cuFuncGetParamInfo(fn, ctypes.c_size_t(i), ctypes.byref(off), ctypes.byref(size))
+    layout.append([off.value, size.value] if r == 0 else r)
+print(json.dumps(layout))
+""")
+    assert out == [[0, 8], [8, 4], [16, 8], [24, 1], 1]  # the 5th: CUDA_ERROR_INVALID_VALUE
