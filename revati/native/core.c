@@ -451,29 +451,61 @@ static int adopt_proc_slot(void) {
 
 bool rv_tracing(void) { return trace_file != NULL; }
 
+/* Write s as the body of a JSON string (kernel names are C++ signatures: quotes,
+ * backslashes and the like must be escaped). */
+static void json_string(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
 void rv_trace_complete(const char *track, const char *name, int64_t start_ns, int64_t dur_ns,
                        const char *args_json) {
     if (!trace_file) return;
     pthread_mutex_lock(&trace_lock);
-    fprintf(trace_file,
-            "{\"ph\":\"X\",\"pid\":%d,\"tid\":\"%s\",\"name\":\"%s\",\"ts\":%.3f,\"dur\":%.3f"
-            ",\"args\":%s}\n",
-            (int)my_pid, track, name, start_ns / 1e3, dur_ns / 1e3, args_json ? args_json : "{}");
+    fprintf(trace_file, "{\"ph\":\"X\",\"pid\":%d,\"tid\":\"", (int)my_pid);
+    json_string(trace_file, track);
+    fputs("\",\"name\":\"", trace_file);
+    json_string(trace_file, name);
+    fprintf(trace_file, "\",\"ts\":%.3f,\"dur\":%.3f,\"args\":%s}\n", start_ns / 1e3,
+            dur_ns / 1e3, args_json ? args_json : "{}");
     pthread_mutex_unlock(&trace_lock);
 }
 
 static void open_trace(void) {
     if (!rv_shm->trace_on) return;
     char path[320];
-    snprintf(path, sizeof path, "%s/proc-%d.jsonl", rv_shm->trace_dir, (int)my_pid);
+    snprintf(path, sizeof path, "%s/proc-%d.jsonl", rv_shm->trace_dir, (int)getpid());
     trace_file = fopen(path, "ae");
+}
+
+/* A forked child must not share its parent's trace stream: flush it before the fork (so
+ * no buffered event is written twice) and give the child a file of its own. */
+static void trace_prepare_fork(void) {
+    pthread_mutex_lock(&trace_lock);
+    if (trace_file) fflush(trace_file);
+}
+
+static void trace_parent_after_fork(void) { pthread_mutex_unlock(&trace_lock); }
+
+static void trace_child_after_fork(void) {
+    pthread_mutex_unlock(&trace_lock);
+    if (!trace_file) return;
+    fclose(trace_file); /* nothing buffered: flushed in prepare */
+    trace_file = NULL;
+    open_trace();
 }
 
 /* ---- init / fini ----------------------------------------------------------------------- */
 
 _Thread_local bool rv_tl_in_fork;
+static void trace_child_after_fork(void);
 
 static void at_fork_child(void) {
+    trace_child_after_fork();
     /* For forks that bypass our fork() wrapper (glibc-internal callers): such a child is
      * not registered and runs outside the accounting until it execs. */
     if (!rv_tl_in_fork && getpid() != my_pid) {
@@ -508,7 +540,7 @@ __attribute__((constructor(101))) static void rv_init(void) {
         return;
     }
     pthread_key_create(&thread_key, thread_exit);
-    pthread_atfork(NULL, NULL, at_fork_child);
+    pthread_atfork(trace_prepare_fork, trace_parent_after_fork, at_fork_child);
     wake_sig = s->wake_signal;
     struct sigaction sa = {.sa_handler = on_wake_signal};
     sigemptyset(&sa.sa_mask);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.timewarp.conftest import revati_run, run_py
@@ -39,3 +41,25 @@ def test_torch_sees_the_emulated_node_and_gemms_take_virtual_time() -> None:
     # 50 GEMMs of 137 GFLOP cannot take less than 50 * 137e9 / 989e12 s (dense bf16 peak)
     assert out["total"] >= 50 * 2 * 4096**3 / 989e12
     assert out["total"] > out["queued"]  # launches return at once; synchronize waits
+
+
+def test_trace_has_gpu_work_of_forked_processes(tmp_path) -> None:
+    """Each process writes its own trace events, also a child forked from a process that
+    traced already: the merged trace is valid JSON with kernels from both."""
+    pytest.importorskip("torch")
+    trace = tmp_path / "trace.json"
+    r = run_py("""
+        import json, os, torch
+        a = torch.empty(1024, 1024, device="cuda")
+        (a @ a).sum(); torch.cuda.synchronize()
+        if os.fork() == 0:
+            (a @ a).sum(); torch.cuda.synchronize()
+            os._exit(0)
+        os.wait()
+        print(json.dumps({"parent": os.getpid()}))
+    """, run_opts=["--hardware", "h200_sxm", "--trace", str(trace)], timeout=300)
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("pid") != 0]
+    assert len({e["pid"] for e in kernels}) == 2
+    assert all(e["dur"] > 0 for e in kernels)
