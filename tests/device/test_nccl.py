@@ -116,3 +116,34 @@ out = {"replay": time.perf_counter() - t0}
     assert 0.100 <= out[1]["replay"] < 0.100 + 0.05   # 20 all-reduces of 5 ms
     # ... after waiting for rank 1 (whose clock starts a few ms apart)
     assert 0.300 - 0.02 <= out[0]["replay"] < 0.300 + 0.08
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_every_collective_completes_on_larger_groups(emulated, world):
+    """All of torch.distributed's collectives and point-to-point across 4 and 8 ranks; each
+    collective ends for every rank at the same virtual time (latest arrival + duration)."""
+    out = ranks(emulated, """
+out = {}
+y = torch.ones(1 << 16, device="cuda")
+chunks = list(torch.ones(world << 12, device="cuda").chunk(world))
+ops = {
+    "all_reduce": lambda: dist.all_reduce(y),
+    "all_gather": lambda: dist.all_gather([torch.empty_like(y) for _ in range(world)], y),
+    "reduce_scatter": lambda: dist.reduce_scatter(torch.empty_like(chunks[0]), chunks),
+    "broadcast": lambda: dist.broadcast(y, src=0),
+    "all_to_all": lambda: dist.all_to_all([torch.empty_like(c) for c in chunks], chunks),
+    "send_recv": lambda: (dist.send(y, (rank + 1) % world) if rank % 2 == 0
+                          else dist.recv(y, (rank - 1) % world)),
+}
+for name, op in ops.items():
+    dist.barrier()
+    torch.cuda.synchronize()
+    op()
+    torch.cuda.synchronize()
+    out[name] = time.monotonic()
+""", world=world)
+    for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"):
+        ends = [r[name] for r in out]
+        assert max(ends) - min(ends) < 0.05, (name, ends)
+    assert all(set(r) == {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                          "all_to_all", "send_recv"} for r in out)

@@ -164,3 +164,21 @@ print(json.dumps({"target": str(triton.runtime.driver.active.get_current_target(
                   "cubin": "cubin" in k.asm}))
 """, timeout=600)
     assert out == {"target": "90", "cubin": True}
+
+
+def test_fp8_matmul_and_torch_compile_run(emulated):
+    """An fp8 GEMM through cuBLASLt (torch._scaled_mm) and torch.compile of a small model
+    (Inductor generates Triton kernels, compiled for sm_90 here and launched on the shim)."""
+    out = emulated.json("""
+import json, torch
+a = torch.randn(256, 512, device="cuda").to(torch.float8_e4m3fn)
+b = torch.randn(256, 512, device="cuda").to(torch.float8_e4m3fn)
+one = torch.tensor(1.0, device="cuda")
+c = torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 8))
+model = torch.compile(model.cuda())
+y = model(torch.randn(16, 64, device="cuda"))
+torch.cuda.synchronize()
+print(json.dumps({"fp8": list(c.shape), "compiled": list(y.shape)}))
+""", timeout=600)
+    assert out == {"fp8": [256, 256], "compiled": [16, 8]}
