@@ -23,6 +23,7 @@ from pathlib import Path
 
 from revati.device.env import apply_env, emulated_device_env
 from revati.device.spec import HardwareSpec, load_spec
+from revati.timewarp.runner import NOTICES
 
 TIMING_LAUNCHES = 100
 TIMING_NS = 1_000_000
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measured", type=Path, metavar="JSON",
                    help="compare the spec with a real GPU's dump from revati.profile.devinfo")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--last-run", action="store_true",
+                   help="only list what the shim noticed in the last `revati run`/`bench` "
+                   "(unimplemented entry points called, values it does not support)")
     p.set_defaults(func=main)
 
 
@@ -115,7 +119,26 @@ def compare(spec: HardwareSpec, report: dict, gpus: int | None,
     return checks
 
 
+def last_run_notices() -> list[str]:
+    """Distinct notices of the last run: 'what: name (in N processes)'."""
+    if not NOTICES.exists():
+        return []
+    seen: dict[tuple[str, str], set[str]] = {}
+    for line in NOTICES.read_text(errors="replace").splitlines():
+        pid, what, name = (line.split("\t") + ["", ""])[:3]
+        seen.setdefault((what, name), set()).add(pid)
+    return [f"{what}: {name} (in {len(pids)} process{'es' if len(pids) > 1 else ''})"
+            for (what, name), pids in sorted(seen.items())]
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.last_run:
+        notices = last_run_notices()
+        print(f"revati doctor: the last run ({NOTICES}) hit "
+              f"{len(notices) or 'no'} unimplemented or unsupported thing(s)")
+        for n in notices:
+            print(f"  {n}")
+        return 0
     spec = load_spec(args.hardware)
     if args.measured:
         checks = compare(spec, report_from_devinfo(args.measured), gpus=None, real=True)

@@ -74,6 +74,15 @@ void rv_log_once(const char *what, const char *name) {
         if (cur == name || strcmp(cur, name) == 0) return;
     }
     rv_log(RV_WARN, "%s: %s", what, name);
+    /* and for `revati doctor`: the run's notices file (REVATI_NOTICES), one line each */
+    const char *path = getenv("REVATI_NOTICES");
+    int fd = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (fd >= 0) {
+        char line[512];
+        int n = snprintf(line, sizeof line, "%d\t%s\t%s\n", (int)getpid(), what, name);
+        REAL(write)(fd, line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+        close(fd);
+    }
 }
 
 /* ---- clocks -------------------------------------------------------------------- */

@@ -54,7 +54,9 @@ RV_EXPORT bool rv_wait_due(const struct rv_wait *w);
 enum rv_level { RV_ERROR = 0, RV_WARN = 1, RV_INFO = 2, RV_DEBUG = 3 };
 RV_EXPORT void rv_log(enum rv_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Log `name` once per process at WARN level: for entry points that are not implemented. */
+/* Log `name` once per process at WARN level: for entry points that are not implemented.
+ * Also appended to the run's notices file (REVATI_NOTICES), which `revati doctor` reads.
+ * `name` must stay valid for the life of the process (the set of names logged keeps it). */
 RV_EXPORT void rv_log_once(const char *what, const char *name);
 
 /* Append one Chrome "complete" event (ph X) to this process's trace, when tracing is on.

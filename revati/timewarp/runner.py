@@ -65,7 +65,19 @@ def emulated_env(segment: Path, log_level: str, extra: dict[str, str]) -> dict[s
     env.update({k: v for k, v in extra.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")})
     env["REVATI_SHM"] = str(segment)
     env["REVATI_LOG_LEVEL"] = log_level
+    env["REVATI_NOTICES"] = str(NOTICES)
     return env
+
+
+# What the shim noticed in the last run (unimplemented entry points, unsupported values):
+# rewritten by every run, read by `revati doctor`.
+NOTICES = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "revati" / \
+    "last-run-notices.tsv"
+
+
+def start_notices() -> None:
+    NOTICES.parent.mkdir(parents=True, exist_ok=True)
+    NOTICES.write_text("")
 
 
 def run(opts: RunOptions) -> int:
@@ -104,6 +116,7 @@ def run(opts: RunOptions) -> int:
     status: int | None = None
     tree: ProcessTree | None = None
     try:
+        start_notices()
         tk.start()
         tree = ProcessTree(tk)
         env = emulated_env(tk.segment, opts.log_level, extra_env)

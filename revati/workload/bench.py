@@ -25,7 +25,7 @@ from revati.device.spec import known_hardware
 from revati.engines import vllm
 from revati.models.catalog import UnknownModelError, resolve_name
 from revati.models.folder import materialise
-from revati.timewarp.runner import emulated_env
+from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper
 from revati.timewarp.tree import ProcessTree
 
@@ -203,6 +203,7 @@ class EmulatedServer:
 
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
+        start_notices()
         wall0 = time.monotonic()
         self.dep = Deployment(self.opts, self.python)
         self.totals = self.out / "predictor_totals"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +65,18 @@ def test_trace_has_gpu_work_of_forked_processes(tmp_path) -> None:
     kernels = [e for e in events if e.get("ph") == "X" and e.get("pid") != 0]
     assert len({e["pid"] for e in kernels}) == 2
     assert all(e["dur"] > 0 for e in kernels)
+
+
+def test_doctor_lists_what_the_last_run_called_that_is_not_implemented() -> None:
+    r = run_py("""
+        import ctypes, json
+        rc = ctypes.CDLL("libcuda.so.1").cuGraphAddBatchMemOpNode(None, None, None, 0, None)
+        print(json.dumps({"rc": rc}))
+    """, run_opts=["--hardware", "h200_sxm"])
+    assert r.returncode == 0, r.stderr
+    assert r.json()["rc"] != 0  # an error, never a silent success
+    doctor = subprocess.run([sys.executable, "-m", "revati.cli.main", "doctor", "--last-run"],
+                            capture_output=True, text=True)
+    assert doctor.returncode == 0
+    assert ("CUDA driver entry point not implemented: cuGraphAddBatchMemOpNode (in 1 process)"
+            in doctor.stdout)
