@@ -29,8 +29,6 @@ log = logging.getLogger("revati.run")
 
 EXIT_DEADLOCK = 125
 EXIT_NOT_FOUND = 127
-PR_SET_CHILD_SUBREAPER = 36
-GRACE_S = 3.0
 # how long a command may take to end after a forwarded SIGINT/SIGTERM before it is killed
 SIGNAL_GRACE_S = 10.0
 

@@ -120,9 +120,7 @@ def _requests_done(client_log: Path) -> str:
 class Deployment:
     """The emulated engine and its load generator on one virtual clock."""
 
-    def __init__(self, opts: BenchOptions, python: Path) -> None:
-        self.opts = opts
-        self.python = python
+    def __init__(self) -> None:
         self.tk = Timekeeper(deadlock_timeout_s=120.0)
         self.tk.start()
         self.tree = ProcessTree(self.tk)
@@ -205,7 +203,7 @@ class EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
         wall0 = time.monotonic()
-        self.dep = Deployment(self.opts, self.python)
+        self.dep = Deployment()
         self.totals = self.out / "predictor_totals"
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()
