@@ -10,11 +10,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from revati.cli.main import SUBCOMMANDS
 from revati.tune.app import main, select_not_append
 
-no_bench = pytest.mark.skipif("bench" in SUBCOMMANDS,
-                              reason="revati bench exists: trials no longer fail by design")
+# An engine flag vLLM refuses: every launched trial fails for real, in seconds (vllm serve
+# exits at argument parsing), which is what the failure-path tests need.
+FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
 
 
 @pytest.mark.parametrize("args,bad", [
@@ -77,15 +77,14 @@ def _mlflow(out: Path) -> MlflowClient:
     return MlflowClient(f"sqlite:///{out}/outputs/revati-tune/mlflow.db")
 
 
-@no_bench
 def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
-    args = ["+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10"]
-    first = run_tune(tmp_path, *args)
+    args = ["+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10", FAILING_ENGINE]
+    first = run_tune(tmp_path, *args, timeout=1800)
     assert first.returncode == 0, first.stderr
     study = _study(tmp_path)
-    assert study.study_name == "model=llama70b,sweep=tp_pp,workload.num_prompts=10"
+    assert study.study_name.startswith("engine.extra_args=")
     trials = study.trials
-    # The whole 4 x 3 grid: 4 configurations infeasible, 8 launched and failed (no bench).
+    # The whole 4 x 3 grid: 4 configurations infeasible, 8 launched and failed.
     assert len(trials) == 12
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     failed = [t for t in trials if t.state == TrialState.FAIL]
@@ -119,19 +118,18 @@ def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
     assert {"config.yaml", "bench.log", "command.txt"} <= artifacts
 
     # Same command again: same study, grid already done, no new trial, same parent run.
-    again = run_tune(tmp_path, *args)
+    again = run_tune(tmp_path, *args, timeout=600)
     assert again.returncode == 0, again.stderr
     assert len(_study(tmp_path).trials) == 12
     runs = client.search_runs([exp.experiment_id], max_results=100)
     assert len(runs) == 13
 
 
-@no_bench
 def test_raising_the_budget_resumes_a_tpe_study(run_tune, tmp_path):
-    args = ["+model=llama8b", "sweep=batching", "workload.num_prompts=10"]
-    assert run_tune(tmp_path, *args, "sweep.n_trials=3").returncode == 0
+    args = ["+model=llama8b", "sweep=batching", "workload.num_prompts=10", FAILING_ENGINE]
+    assert run_tune(tmp_path, *args, "sweep.n_trials=3", timeout=1200).returncode == 0
     assert len(_study(tmp_path).trials) == 3
-    proc = run_tune(tmp_path, *args, "sweep.n_trials=5")
+    proc = run_tune(tmp_path, *args, "sweep.n_trials=5", timeout=1200)
     assert proc.returncode == 0, proc.stderr
     study = _study(tmp_path)
     assert isinstance(study.sampler, optuna.samplers.BaseSampler)
