@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default.
@@ -18,8 +19,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C (exit status 143), so that every command's cleanup runs
+    and nothing it started outlives it."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "run":  # revati run forwards SIGTERM to its command instead
+        exit_on_sigterm()
     return args.func(args)
 
 

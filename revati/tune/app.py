@@ -18,6 +18,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from revati.cli.main import exit_on_sigterm
 from revati.models.catalog import CONF_DIR
 from revati.tune.errors import ConfigError
 
@@ -79,6 +80,7 @@ def select_not_append(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    exit_on_sigterm()
     OmegaConf.register_new_resolver("study_id", study_id, replace=True)
     sys.argv[1:] = select_not_append(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])

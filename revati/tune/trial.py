@@ -80,6 +80,10 @@ def run_trial(cfg: Any) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             _end_session(proc)
             raise TrialError(f"bench timed out after {cfg.trial.timeout_s} s") from None
+        except BaseException:
+            # Ctrl-C or SIGTERM of the sweep: the benchmark's engines end with it
+            _end_session(proc)
+            raise
     if returncode != 0:
         raise TrialError(f"bench exited with status {returncode}: {_tail(log)}")
     summary_path = out_dir / "summary.json"

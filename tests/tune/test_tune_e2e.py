@@ -8,11 +8,18 @@ command to check that it resumes without repeating the finished trial."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
+
+from tests.timewarp.conftest import processes_of
 
 pytestmark = pytest.mark.e2e
 
@@ -56,3 +63,18 @@ def test_sweep_with_a_real_trial_is_tracked_and_resumes(run_tune, tmp_path):
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
     assert len(study.trials) == 12  # nothing repeated
     assert len(client.search_runs([exp.experiment_id], max_results=100)) == 13
+
+
+def test_sigterm_ends_the_sweep_and_the_engine_it_started(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "revati.tune.app", *ARGS,
+                             "study.show_progress=false"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = str(tmp_path / "outputs")
+    deadline = time.monotonic() + 300
+    while not any("vllm.entrypoints.cli.main serve" in p for p in processes_of(marker)):
+        assert time.monotonic() < deadline, "no engine started"
+        time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=120) != 0
+    time.sleep(1)
+    assert not processes_of(marker)
