@@ -46,6 +46,7 @@ class RunOptions:
     timekeeper: str | None = None  # address of a shared `revati timekeeper`
     hardware: str | None = None    # emulated GPU model (conf/hardware/NAME.yaml); None: no GPUs
     gpus: int = 1
+    cores: int = 0                 # CPU-contention correction (Timekeeper cores); 0: off
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -96,7 +97,8 @@ def run(opts: RunOptions) -> int:
             raise RunError(str(e)) from e
     else:
         trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
-        tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s)
+        tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s,
+                        cores=opts.cores)
     forwarded: list[int] = []
     signalled_at: list[float] = []
     child = -1

@@ -124,10 +124,10 @@ class Deployment:
         self.tk = Timekeeper(deadlock_timeout_s=120.0)
         self.tk.start()
         self.tree = ProcessTree(self.tk)
-        self.virtual_start = time.monotonic() + self.tk.offset_ns / 1e9
+        self.virtual_start = self.tk.virtual_ns / 1e9
 
     def virtual_s(self) -> float:
-        return time.monotonic() + self.tk.offset_ns / 1e9 - self.virtual_start
+        return self.tk.virtual_ns / 1e9 - self.virtual_start
 
     def progress(self, what: str, wall0: float) -> None:
         print(f"[revati bench] {what}: virtual {self.virtual_s():.1f} s, wall "
