@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from revati.workload.bench import BenchError, BenchOptions, run_bench
+from revati.workload.datasets import DATASETS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,16 +20,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", required=True, help="conf/hardware name or prefix, e.g. h200")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--dataset", default="random")
+    p.add_argument("--dataset", default="random", choices=DATASETS,
+                   help="random: --input-len/--output-len tokens; sharegpt: lengths drawn "
+                   "from the shipped ShareGPT distribution; trace: replay --trace")
+    p.add_argument("--trace", type=Path, metavar="FILE",
+                   help="CSV or JSONL of timestamp (s), input_length, output_length per "
+                   "request, replayed at its own arrival times (--dataset trace)")
     p.add_argument("--input-len", type=int, default=1024)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--range-ratio", type=float, default=0.0,
                    help="random lengths in [len*(1-r), len*(1+r)]")
-    p.add_argument("--num-prompts", type=int, default=200)
+    p.add_argument("--num-prompts", type=int,
+                   help="requests to send (default: 200; a trace's every request)")
     p.add_argument("--request-rate", type=float, default=float("inf"),
                    help="requests per virtual second (inf: all at once)")
     p.add_argument("--burstiness", type=float, default=1.0,
-                   help="gamma shape of the inter-arrival times (1: Poisson)")
+                   help="gamma shape of the inter-arrival times (1: Poisson, inf: fixed rate)")
     p.add_argument("--max-concurrency", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--port", type=int, help="engine port (default: a free one)")
@@ -44,8 +51,9 @@ def main(args: argparse.Namespace) -> int:
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
     opts = BenchOptions(
         engine=args.engine, model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
-        dataset=args.dataset, input_len=args.input_len, output_len=args.output_len,
-        range_ratio=args.range_ratio, num_prompts=args.num_prompts,
+        dataset=args.dataset, trace=args.trace, input_len=args.input_len,
+        output_len=args.output_len, range_ratio=args.range_ratio,
+        num_prompts=args.num_prompts or (None if args.dataset == "trace" else 200),
         request_rate=args.request_rate, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, seed=args.seed, port=args.port,
         ready_timeout_s=args.ready_timeout, engine_python=args.engine_python, out=args.out,

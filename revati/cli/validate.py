@@ -21,7 +21,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", required=True)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0, help="the seed the real run used")
     p.add_argument("--engine-python", type=Path)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
@@ -31,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
     opts = BenchOptions(model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
-                        seed=args.seed, engine_python=args.engine_python, out=args.out,
+                        engine_python=args.engine_python, out=args.out,
                         engine_args=extra)
     try:
         rows, report = validate(args.real, opts)

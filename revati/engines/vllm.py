@@ -2,10 +2,11 @@
 readiness, and what it reports about itself.
 
 Nothing here depends on one vLLM version beyond the flags and endpoints every recent
-release has (`vllm serve`, `vllm bench serve`, /health, /metrics)."""
+release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import urllib.error
@@ -69,9 +70,9 @@ def num_gpu_blocks(port: int) -> int | None:
 
 
 def bench_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
-                  result_dir: Path, result_file: str, load: dict[str, str]) -> list[str]:
+                  result_dir: Path, result_file: str, load: dict[str, str | None]) -> list[str]:
     """`vllm bench serve`, unmodified, as the load generator. `load` maps its flags (without
-    the leading dashes) to values."""
+    the leading dashes) to values, None for a flag without one."""
     cmd = [str(python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
            "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
            "--model", str(model_dir), "--tokenizer", str(tokenizer_dir),
@@ -79,5 +80,15 @@ def bench_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
            "--result-dir", str(result_dir), "--result-filename", result_file,
            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
     for flag, value in load.items():
-        cmd += [f"--{flag}", value]
+        cmd += [f"--{flag}"] + ([] if value is None else [value])
     return cmd
+
+
+def max_model_len(port: int) -> int | None:
+    """The longest request (prompt plus output) the served model takes, from /v1/models."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
+            cards = json.loads(r.read())["data"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+    return cards[0].get("max_model_len") if cards else None

@@ -12,6 +12,7 @@ stops the program before any trial with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 
@@ -34,6 +35,13 @@ def study_id(override_dirname: str) -> str:
         digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:12]
         name = f"{name[:_MAX_ID - 13]}-{digest}"
     return name
+
+
+def register_resolvers() -> None:
+    """The interpolations conf/ uses beyond OmegaConf's own."""
+    OmegaConf.register_new_resolver("study_id", study_id, replace=True)
+    OmegaConf.register_new_resolver("usable_cores", lambda: len(os.sched_getaffinity(0)),
+                                    replace=True)
 
 
 def _fail(exc: Exception) -> None:
@@ -81,7 +89,7 @@ def select_not_append(argv: list[str]) -> list[str]:
 
 def main() -> None:
     exit_on_sigterm()
-    OmegaConf.register_new_resolver("study_id", study_id, replace=True)
+    register_resolvers()
     sys.argv[1:] = select_not_append(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])
     if overrides is not None:

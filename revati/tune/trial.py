@@ -33,14 +33,24 @@ def bench_command(cfg: Any, out_dir: Path) -> list[str]:
         "--tp", str(par.tensor_parallel_size),
         "--pp", str(par.pipeline_parallel_size),
         "--dataset", w.dataset,
-        "--input-len", str(w.input_len),
-        "--output-len", str(w.output_len),
+        *workload_args(w),
         "--num-prompts", str(w.num_prompts),
         "--request-rate", str(w.request_rate),
+        "--burstiness", str(w.burstiness),
         "--seed", str(cfg.seed),
         "--out", str(out_dir),
         "--", *engine_flags(cfg),
     ]
+
+
+def workload_args(w: Any) -> list[str]:
+    """The dataset's own `revati bench` arguments."""
+    if w.dataset == "random":
+        return ["--input-len", str(w.input_len), "--output-len", str(w.output_len),
+                "--range-ratio", str(w.get("range_ratio", 0.0))]
+    if w.dataset == "trace":
+        return ["--trace", str(w.trace)]
+    return []
 
 
 def _end_session(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

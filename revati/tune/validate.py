@@ -21,6 +21,7 @@ from revati.tune.engine_flags import unmapped_keys
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import is_known_metric
 from revati.tune.space import SearchSpace, sampler_kind
+from revati.workload.datasets import DATASETS, DatasetError, resolve_trace
 
 GROUPS = ("model", "hardware", "engine", "parallelism", "scheduler", "workload", "sweep")
 SAMPLERS = ("auto", "grid", "tpe", "nsga2", "random")
@@ -88,9 +89,20 @@ def validate(cfg: Any, space: SearchSpace) -> None:
         if not isinstance(OmegaConf.select(cfg, f"hardware.{key}"), int | float):
             raise ConfigError(f"hardware '{cfg.hardware_key}' has no numeric {key}")
     for key in ("parallelism.tensor_parallel_size", "parallelism.pipeline_parallel_size",
-                "parallelism.max_gpus", "workload.input_len", "workload.output_len",
-                "workload.num_prompts", "engine.max_model_len"):
+                "parallelism.max_gpus", "workload.num_prompts", "engine.max_model_len"):
         _positive(cfg, key, int)
+    if cfg.workload.dataset not in DATASETS:
+        raise ConfigError(f"unknown workload.dataset '{cfg.workload.dataset}' "
+                          f"(known: {', '.join(DATASETS)})")
+    if cfg.workload.dataset == "random":
+        for key in ("workload.input_len", "workload.output_len"):
+            _positive(cfg, key, int)
+    if cfg.workload.dataset == "trace":
+        try:
+            resolve_trace(str(cfg.workload.get("trace")))
+        except DatasetError as e:
+            raise ConfigError(f"workload.trace: {e}") from None
+    _positive(cfg, "workload.burstiness", (int, float), allow_inf=True)
     for key in ("scheduler.max_num_seqs", "scheduler.max_num_batched_tokens"):
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key, int)

@@ -28,6 +28,7 @@ from revati.models.folder import materialise
 from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper
 from revati.timewarp.tree import ProcessTree
+from revati.workload import datasets
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_RESULT = "vllm_bench.json"
@@ -48,11 +49,12 @@ class BenchOptions:
     engine: str = "vllm"
     tp: int = 1
     pp: int = 1
-    dataset: str = "random"
+    dataset: str = "random"          # random | sharegpt | trace
+    trace: Path | None = None        # the trace file of dataset=trace
     input_len: int = 1024
     output_len: int = 128
     range_ratio: float = 0.0
-    num_prompts: int = 200
+    num_prompts: int | None = 200    # None: every request of the trace
     request_rate: float = float("inf")
     burstiness: float = 1.0
     max_concurrency: int | None = None
@@ -198,6 +200,7 @@ class EmulatedServer:
         self.dep: Deployment | None = None
         self.pid: int | None = None
         self.num_gpu_blocks: int | None = None
+        self.max_model_len: int | None = None
 
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
@@ -222,6 +225,7 @@ class EmulatedServer:
             self.dep.close()
             raise
         self.num_gpu_blocks = vllm.num_gpu_blocks(self.port)
+        self.max_model_len = vllm.max_model_len(self.port)
         self.dep.progress(f"engine ready ({self.num_gpu_blocks} KV-cache blocks)", wall0)
         return self
 
@@ -244,21 +248,12 @@ class EmulatedServer:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
         and out/requests.csv and return the summary."""
         assert self.dep is not None
-        if opts.dataset != "random":
-            raise BenchError(f"dataset {opts.dataset!r} is not supported yet "
-                             "(supported: random)")
         out = out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         client_log = out / "client.log"
         client_log.unlink(missing_ok=True)
         (out / RAW_RESULT).unlink(missing_ok=True)
-        load = {"dataset-name": "random", "random-input-len": str(opts.input_len),
-                "random-output-len": str(opts.output_len),
-                "random-range-ratio": str(opts.range_ratio),
-                "num-prompts": str(opts.num_prompts), "request-rate": str(opts.request_rate),
-                "burstiness": str(opts.burstiness), "seed": str(opts.seed)}
-        if opts.max_concurrency:
-            load["max-concurrency"] = str(opts.max_concurrency)
+        load = load_args(opts, out, self.max_model_len)
         env = emulated_env(self.dep.tk.segment, opts.log_level, {}) | vllm.ENV
         wall0 = time.monotonic()
         client = self.dep.tree.spawn(
@@ -273,6 +268,39 @@ class EmulatedServer:
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         write_requests_csv(raw, out / "requests.csv")
         return summary
+
+
+def load_args(opts: BenchOptions, out: Path, max_len: int | None) -> dict[str, str | None]:
+    """`vllm bench serve` arguments (name: value, None for a bare flag) for the workload;
+    sharegpt and trace requests go to OUT/dataset.jsonl as vLLM's timed_trace dataset.
+    ShareGPT draws only pairs that fit the engine's max_len."""
+    if opts.dataset != "trace" and not opts.num_prompts:
+        raise BenchError(f"dataset {opts.dataset!r} needs a number of prompts")
+    common = {"num-prompts": str(opts.num_prompts), "seed": str(opts.seed)}
+    if opts.max_concurrency:
+        common["max-concurrency"] = str(opts.max_concurrency)
+    arrivals = {"request-rate": str(opts.request_rate), "burstiness": str(opts.burstiness)}
+    if opts.dataset == "random":
+        return {"dataset-name": "random", "random-input-len": str(opts.input_len),
+                "random-output-len": str(opts.output_len),
+                "random-range-ratio": str(opts.range_ratio), **arrivals, **common}
+    try:
+        if opts.dataset == "sharegpt":
+            requests = datasets.sharegpt(opts.num_prompts, opts.seed, max_len)
+            timing = {"no-self-timed": None, **arrivals}
+        elif opts.dataset == "trace":
+            if opts.trace is None:
+                raise BenchError("dataset 'trace' needs a trace file (--trace FILE)")
+            requests = datasets.load_trace(opts.trace)[:opts.num_prompts or None]
+            common["num-prompts"] = str(len(requests))
+            timing = {"self-timed": None}
+        else:
+            raise BenchError(f"unknown dataset {opts.dataset!r} "
+                             f"(known: {', '.join(datasets.DATASETS)})")
+        path = datasets.write_timed_trace(requests, out / "dataset.jsonl")
+    except datasets.DatasetError as e:
+        raise BenchError(str(e)) from e
+    return {"dataset-name": "timed_trace", "dataset-path": str(path), **timing, **common}
 
 
 def run_bench(opts: BenchOptions) -> dict:

@@ -2,16 +2,17 @@
 every summary metric side by side with its relative error.
 
 The real side is the JSON `vllm bench serve --save-result --save-detailed` wrote on a GPU.
-The emulated side runs the same `vllm bench serve` with the same seed, number of prompts,
-lengths, request rate and burstiness: its random dataset and arrival process are seeded, so
-it sends the very same requests (token lengths, and send times relative to the start) as
-the real run did. The per-request lengths of both runs are compared to prove it."""
+Its per-request input and output lengths and send times become a trace that the emulated
+side's `vllm bench serve` replays at the recorded times (the timed_trace dataset), so the
+same requests arrive in the same pattern whatever dataset and arrival process the real run
+used. The per-request lengths of both runs are compared to prove it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from revati.workload import datasets
 from revati.workload.bench import BenchError, BenchOptions, run_bench
 
 # what the report leads with; every other numeric key both sides have follows
@@ -23,20 +24,14 @@ NOT_COMPARED = {"num_prompts", "request_rate", "burstiness", "max_concurrency", 
                 "num_gpu_blocks", "predictor_coverage", "rtfx"}
 
 
-def workload_of(real: dict, seed: int) -> dict:
-    """The bench options that reproduce the real run's requests."""
-    ins, outs = real.get("input_lens"), real.get("output_lens")
-    if not ins or not outs:
-        raise BenchError("the real result has no per-request lengths: record it with "
-                         "`vllm bench serve --save-result --save-detailed`")
-    if len(set(ins)) != 1 or len(set(outs)) != 1:
-        raise BenchError("the real run used ranged lengths; replaying it needs the original "
-                         "--random-input-len/--random-range-ratio, which the result lacks")
-    rate = real.get("request_rate", "inf")
-    return {"input_len": ins[0], "output_len": outs[0], "num_prompts": len(ins),
-            "request_rate": float("inf") if rate in ("inf", None) else float(rate),
-            "burstiness": float(real.get("burstiness") or 1.0),
-            "max_concurrency": real.get("max_concurrency"), "seed": seed}
+def recorded_requests(real: dict) -> list[datasets.Request]:
+    """The real run's requests with their send times relative to the first."""
+    ins, outs, starts = real.get("input_lens"), real.get("output_lens"), real.get("start_times")
+    if not ins or not outs or not starts:
+        raise BenchError("the real result has no per-request lengths and send times: record "
+                         "it with `vllm bench serve --save-result --save-detailed`")
+    t0 = min(starts)
+    return [datasets.Request(t - t0, i, o) for t, i, o in zip(starts, ins, outs, strict=True)]
 
 
 def compare(real: dict, emulated: dict) -> list[dict]:
@@ -62,17 +57,18 @@ def render(rows: list[dict]) -> str:
 
 def validate(real_path: Path, opts: BenchOptions) -> tuple[list[dict], dict]:
     real = json.loads(real_path.read_text())
-    w = workload_of(real, opts.seed)
-    opts.input_len, opts.output_len = w["input_len"], w["output_len"]
-    opts.num_prompts, opts.request_rate = w["num_prompts"], w["request_rate"]
-    opts.burstiness, opts.max_concurrency = w["burstiness"], w["max_concurrency"]
+    requests = recorded_requests(real)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    opts.dataset, opts.num_prompts = "trace", None
+    opts.trace = datasets.write_timed_trace(requests, opts.out / "real_requests.jsonl")
+    opts.max_concurrency = real.get("max_concurrency")
     emulated = run_bench(opts)
     raw = json.loads((opts.out / "vllm_bench.json").read_text())
     if raw["input_lens"] != real["input_lens"] or raw["output_lens"] != real["output_lens"]:
-        raise BenchError("the emulated run did not send the same requests as the real one "
-                         "(different seed or vLLM version?)")
+        raise BenchError("the emulated run did not send the same requests as the real one")
     rows = compare(real, emulated)
-    report = {"real": str(real_path), "workload": w, "rows": rows,
+    report = {"real": str(real_path), "requests": len(requests),
+              "real_request_rate": real.get("request_rate"), "rows": rows,
               "emulated_wall_s": emulated["wall_s"], "real_duration_s": real.get("duration"),
               "num_gpu_blocks_emulated": emulated["num_gpu_blocks"],
               "predictor_coverage": emulated["predictor_coverage"]}

@@ -5,23 +5,22 @@ from __future__ import annotations
 import pytest
 
 from revati.workload.bench import BenchError
-from revati.workload.validate import compare, render, workload_of
+from revati.workload.datasets import Request
+from revati.workload.validate import compare, recorded_requests, render
 
 
-def test_workload_is_recovered_from_a_detailed_result() -> None:
-    real = {"input_lens": [128] * 5, "output_lens": [512] * 5, "request_rate": 4.0,
-            "burstiness": 1.0, "max_concurrency": None}
-    assert workload_of(real, seed=3) == {"input_len": 128, "output_len": 512, "num_prompts": 5,
-                                         "request_rate": 4.0, "burstiness": 1.0,
-                                         "max_concurrency": None, "seed": 3}
-    assert workload_of({**real, "request_rate": "inf"}, 0)["request_rate"] == float("inf")
+def test_requests_and_send_times_are_recovered_from_a_detailed_result() -> None:
+    real = {"input_lens": [128, 90, 300], "output_lens": [512, 7, 20],
+            "start_times": [100.25, 100.5, 103.0], "request_rate": 4.0}
+    assert recorded_requests(real) == [Request(0.0, 128, 512), Request(0.25, 90, 7),
+                                       Request(2.75, 300, 20)]
 
 
-def test_a_result_without_details_or_with_ranged_lengths_is_refused() -> None:
+def test_a_result_without_details_is_refused() -> None:
     with pytest.raises(BenchError, match="--save-detailed"):
-        workload_of({"mean_ttft_ms": 1.0}, 0)
-    with pytest.raises(BenchError, match="ranged lengths"):
-        workload_of({"input_lens": [100, 120], "output_lens": [5, 5]}, 0)
+        recorded_requests({"mean_ttft_ms": 1.0})
+    with pytest.raises(BenchError, match="--save-detailed"):
+        recorded_requests({"input_lens": [100, 120], "output_lens": [5, 5]})
 
 
 def test_comparison_covers_every_shared_metric_with_its_error() -> None:

@@ -81,6 +81,38 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     assert len(json.loads(rows[0]["itl_ms"])) == 31
 
 
+def test_trace_replay_sends_each_request_at_its_virtual_time(server: EmulatedServer,
+                                                           tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    sent = [(0.0, 64, 8), (0.5, 100, 5), (2.0, 33, 12), (2.25, 200, 4)]
+    trace.write_text("timestamp,input_length,output_length\n"
+                     + "".join(f"{t + 40},{i},{o}\n" for t, i, o in sent))
+    opts = BenchOptions(model="llama3_8b", hardware="h200", out=tmp_path, dataset="trace",
+                        trace=trace, num_prompts=None)
+    s = server.run_load(opts, tmp_path)
+    assert s["completed"] == 4 and s["total_input_tokens"] == 397
+    rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
+    got = [(float(r["send_time_s"]), int(r["input_tokens"]), int(r["output_tokens"]))
+           for r in rows]
+    assert [g[1:] for g in got] == [x[1:] for x in sent]
+    # in virtual time the client sends on schedule, whatever the host's speed
+    assert [g[0] for g in got] == pytest.approx([x[0] for x in sent], abs=0.005)
+    assert s["duration"] > 2.25
+
+
+def test_sharegpt_lengths_fit_the_engine_and_follow_the_seed(server: EmulatedServer,
+                                                            tmp_path: Path) -> None:
+    from revati.workload.datasets import sharegpt
+
+    opts = BenchOptions(model="llama3_8b", hardware="h200", out=tmp_path, dataset="sharegpt",
+                        num_prompts=6, request_rate=20.0, seed=5)
+    s = server.run_load(opts, tmp_path)
+    assert s["completed"] == 6 and s["failed"] == 0
+    rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
+    assert [(int(r["input_tokens"]), int(r["output_tokens"])) for r in rows] == [
+        (r.input_len, r.output_len) for r in sharegpt(6, 5, max_len=4096)]
+
+
 def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
     base = [sys.executable, "-m", "revati.cli.main", "bench", "--hardware", "h200",
             "--out", str(tmp_path)]

@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from revati.models.catalog import CONF_DIR
-from revati.tune.app import select_not_append, study_id
+from revati.tune.app import register_resolvers, select_not_append
 
-OmegaConf.register_new_resolver("study_id", study_id, replace=True)
+register_resolvers()
 
 
 @pytest.fixture

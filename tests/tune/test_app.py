@@ -36,6 +36,11 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
      "cannot open study.storage 'sqlite:////nonexistent/dir/optuna.db'"),
     (["+model=llama8b", "workload=long_context", "engine.max_model_len=4096"],
      "input_len=6144 + output_len=256 exceeds max_model_len=4096"),
+    (["+model=llama8b", "sweep=batching", "parallelism.tensor_parallel_size=2",
+      "parallelism.host_cores=2"], "2 emulated GPUs need 3 cores"),
+    (["+model=llama8b", "workload=azure_conv", "workload.trace=nope.csv"],
+     "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
+    (["+model=llama8b", "workload.dataset=alpaca"], "unknown workload.dataset 'alpaca'"),
     (["+model=llama8b", "mlflow.tracking_uri=nosuch://x"],
      "cannot open mlflow.tracking_uri 'nosuch://x'"),
 ])
@@ -78,7 +83,9 @@ def _mlflow(out: Path) -> MlflowClient:
 
 
 def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
-    args = ["+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10", FAILING_ENGINE]
+    # host_cores: launch (and fail) every layout however few cores this host has
+    args = ["+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10",
+            "parallelism.host_cores=16", FAILING_ENGINE]
     first = run_tune(tmp_path, *args, timeout=1800)
     assert first.returncode == 0, first.stderr
     study = _study(tmp_path)

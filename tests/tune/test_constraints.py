@@ -16,7 +16,7 @@ def _with(cfg, **values):
 
 
 def test_llama70b_tp_pp_grid_on_h200(make_cfg):
-    cfg, infeasible = make_cfg("+model=llama70b"), {}
+    cfg, infeasible = make_cfg("+model=llama70b", "parallelism.host_cores=16"), {}
     for tp in (1, 2, 4, 8):
         for pp in (1, 2, 4):
             _with(cfg, parallelism__tensor_parallel_size=tp, parallelism__pipeline_parallel_size=pp)
@@ -25,6 +25,19 @@ def test_llama70b_tp_pp_grid_on_h200(make_cfg):
     assert {k for k, v in infeasible.items() if v} == {(4, 4), (8, 2), (8, 4), (1, 1)}
     assert "max_gpus=8" in infeasible[8, 4]
     assert "weights 131.4 GiB" in infeasible[1, 1]
+
+
+def test_host_cores_defaults_to_this_host_and_bounds_the_workers(make_cfg):
+    import os
+
+    cfg = make_cfg()
+    assert cfg.parallelism.host_cores == len(os.sched_getaffinity(0))
+    _with(cfg, parallelism__host_cores=4, parallelism__tensor_parallel_size=2,
+          parallelism__pipeline_parallel_size=2)
+    reason = first_violation(cfg, ("host_cores",))
+    assert "4 emulated GPUs need 5 cores" in reason and "host_cores=4" in reason
+    _with(cfg, parallelism__pipeline_parallel_size=1)
+    assert first_violation(cfg, ("host_cores",)) is None
 
 
 def test_memory_depends_on_the_hardware(make_cfg):
@@ -74,7 +87,8 @@ def test_batch_token_budget(make_cfg):
 
 
 def test_fixed_settings_are_checked_before_the_sweep(make_cfg):
-    cfg = _with(make_cfg("+model=llama70b"), parallelism__tensor_parallel_size=3)
+    cfg = _with(make_cfg("+model=llama70b", "parallelism.host_cores=16"),
+                parallelism__tensor_parallel_size=3)
     # Sweeping TP: the fixed value does not matter.
     check_fixed(cfg, ALL, {"parallelism.tensor_parallel_size"})
     with pytest.raises(ConfigError, match="tensor_parallel_size=3 does not divide"):

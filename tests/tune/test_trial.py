@@ -14,6 +14,21 @@ def test_bench_command_carries_the_configuration(make_cfg, tmp_path):
     flags = dict(zip(cmd[4:sep:2], cmd[5:sep:2], strict=True))
     assert flags == {"--engine": "vllm", "--model": "llama3_70b", "--hardware": "h200_sxm",
                      "--tp": "4", "--pp": "1", "--dataset": "random", "--input-len": "1024",
-                     "--output-len": "128", "--num-prompts": "500", "--request-rate": "2.5",
-                     "--seed": "7", "--out": str(tmp_path)}
+                     "--output-len": "128", "--range-ratio": "0.0", "--num-prompts": "500",
+                     "--request-rate": "2.5", "--burstiness": "1.0", "--seed": "7",
+                     "--out": str(tmp_path)}
     assert "--max-num-seqs" in cmd[sep:]
+
+
+def _flags(cmd: list[str]) -> dict[str, str]:
+    sep = cmd.index("--")
+    return dict(zip(cmd[4:sep:2], cmd[5:sep:2], strict=True))
+
+
+def test_each_dataset_passes_its_own_arguments(make_cfg, tmp_path):
+    flags = _flags(bench_command(make_cfg("workload=sharegpt"), tmp_path))
+    assert flags["--dataset"] == "sharegpt" and "--input-len" not in flags
+    flags = _flags(bench_command(make_cfg("workload=azure_conv"), tmp_path))
+    assert flags["--dataset"] == "trace" and flags["--trace"] == "azure_conv_2023"
+    flags = _flags(bench_command(make_cfg("workload.burstiness=inf"), tmp_path))
+    assert flags["--burstiness"] == "inf"
