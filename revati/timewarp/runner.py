@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from revati.cache import CACHE_DIR
 from revati.device.env import ShimNotBuiltError as DeviceShimNotBuilt
 from revati.device.env import emulated_device_env
 from revati.timewarp.native import time_shim_path
@@ -70,8 +71,7 @@ def emulated_env(segment: Path, log_level: str, extra: dict[str, str]) -> dict[s
 
 # What the shim noticed in the last run (unimplemented entry points, unsupported values):
 # rewritten by every run, read by `revati doctor`.
-NOTICES = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "revati" / \
-    "last-run-notices.tsv"
+NOTICES = CACHE_DIR / "last-run-notices.tsv"
 
 
 def start_notices() -> None:
