@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from revati.timewarp.timekeeper import parse_cores
 from revati.workload.bench import BenchError, BenchOptions, run_bench
 from revati.workload.datasets import DATASETS
 
@@ -37,12 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burstiness", type=float, default=1.0,
                    help="gamma shape of the inter-arrival times (1: Poisson, inf: fixed rate)")
     p.add_argument("--max-concurrency", type=int)
+    p.add_argument("--num-warmups", type=int, default=0,
+                   help="unmeasured requests sent at once before the load, to warm the "
+                   "engine up (16 reaches the batch sizes whose kernels compile on first use)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--port", type=int, help="engine port (default: a free one)")
     p.add_argument("--ready-timeout", type=float, default=1800.0, metavar="SECONDS")
     p.add_argument("--engine-python", type=Path, help="interpreter that has the engine")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--log-level", choices=["error", "warn", "info", "debug"], default="warn")
+    p.add_argument("--cores", type=parse_cores, metavar="N|auto|off",
+                   help="CPU-contention correction as for `revati run --cores` (default: "
+                   "auto, this host's cores)")
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
     p.set_defaults(func=main)
 
@@ -55,9 +62,10 @@ def main(args: argparse.Namespace) -> int:
         output_len=args.output_len, range_ratio=args.range_ratio,
         num_prompts=args.num_prompts or (None if args.dataset == "trace" else 200),
         request_rate=args.request_rate, burstiness=args.burstiness,
-        max_concurrency=args.max_concurrency, seed=args.seed, port=args.port,
+        max_concurrency=args.max_concurrency, num_warmups=args.num_warmups, seed=args.seed,
+        port=args.port,
         ready_timeout_s=args.ready_timeout, engine_python=args.engine_python, out=args.out,
-        engine_args=extra, log_level=args.log_level)
+        engine_args=extra, log_level=args.log_level, cores=args.cores)
     try:
         s = run_bench(opts)
     except BenchError as e:
@@ -67,4 +75,10 @@ def main(args: argparse.Namespace) -> int:
           f" mean TPOT {s['mean_tpot_ms']:.2f} ms, output {s['output_throughput']:.1f} tok/s, "
           f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s; "
           f"written to {args.out}/summary.json")
+    c = s["revati"]["cpu_contention"]
+    if c["contended_s"]:
+        print(f"[revati bench] CPU contention on {s['revati']['cores']} cores: "
+              f"{c['contended_s']:.1f} of {c['sampled_s']:.1f} real seconds counted as "
+              f"{c['virtual_s']:.1f} virtual seconds (mean {c['mean_runnable']:.2f} runnable "
+              "threads)")
     return 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from revati.timewarp.runner import EXIT_DEADLOCK, RunError, RunOptions, run
+from revati.timewarp.timekeeper import parse_cores
 
 LEVELS = ["error", "warn", "info", "debug"]
 
@@ -27,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", metavar="NAME",
                    help="emulate GPUs of this model (conf/hardware/NAME.yaml, e.g. h200_sxm)")
     p.add_argument("--gpus", type=int, default=1, help="number of emulated GPUs (with --hardware)")
+    p.add_argument("--cores", type=parse_cores, default=0, metavar="N|auto|off",
+                   help="correct for CPU contention: while more emulated threads are runnable "
+                   "than N cores, virtual time runs at N/runnable of real speed (auto: this "
+                   "host's cores; default off: CPU work counts at real speed)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=main)
 
@@ -40,9 +45,10 @@ def main(args: argparse.Namespace) -> int:
                         format="revati: %(message)s")
     opts = RunOptions(command=cmd, trace=args.trace, log_level=args.log_level,
                       deadlock_timeout_s=args.deadlock_timeout, timekeeper=args.timekeeper,
-                      hardware=args.hardware, gpus=args.gpus)
-    if args.timekeeper and args.trace:
-        print("revati run: --trace belongs to the shared timekeeper (revati timekeeper --trace)")
+                      hardware=args.hardware, gpus=args.gpus, cores=args.cores)
+    if args.timekeeper and (args.trace or args.cores):
+        print("revati run: --trace and --cores belong to the shared timekeeper "
+              "(revati timekeeper --trace/--cores)")
         return 2
     try:
         return run(opts)

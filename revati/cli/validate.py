@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--engine-python", type=Path)
+    p.add_argument("--num-warmups", type=int, default=0,
+                   help="warm the emulated engine up first, as a real server that had served "
+                   "earlier runs was (see revati bench --num-warmups)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
     p.set_defaults(func=main)
@@ -31,6 +34,7 @@ def main(args: argparse.Namespace) -> int:
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
     opts = BenchOptions(model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
                         engine_python=args.engine_python, out=args.out,
+                        num_warmups=args.num_warmups,
                         engine_args=extra)
     try:
         rows, report = validate(args.real, opts)

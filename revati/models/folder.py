@@ -10,6 +10,9 @@ pass it to the engine with `--tokenizer DIR/tokenizer`. No weights, no network.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +28,12 @@ class ModelFolder:
 
 
 def _write_json(path: Path, data: dict) -> None:
+    # atomically: several benchmarks may materialise the same cached folder at once
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
     if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 def materialise(name: str, root: Path) -> ModelFolder:
@@ -43,6 +49,13 @@ def materialise(name: str, root: Path) -> ModelFolder:
     marker = tokenizer_dir / "vocab_size"
     vocab_size = spec.config["vocab_size"]
     if not marker.is_file() or marker.read_text() != str(vocab_size):
-        write_tokenizer(tokenizer_dir, vocab_size)
-        marker.write_text(str(vocab_size))
+        # built aside and renamed into place, so no reader sees half a tokenizer
+        tmp = Path(tempfile.mkdtemp(prefix=".tokenizer-", dir=model_dir))
+        write_tokenizer(tmp, vocab_size)
+        (tmp / "vocab_size").write_text(str(vocab_size))
+        shutil.rmtree(tokenizer_dir, ignore_errors=True)
+        try:
+            os.rename(tmp, tokenizer_dir)
+        except OSError:  # another writer's identical tokenizer got there first
+            shutil.rmtree(tmp, ignore_errors=True)
     return ModelFolder(spec.name, model_dir, tokenizer_dir)

@@ -114,29 +114,68 @@ int64_t rv_real_ns(clockid_t clk) {
     return rv_ts_to_ns(&ts);
 }
 
-int64_t rv_offset_ns(void) {
-    return rv_shm ? atomic_load_explicit(&rv_shm->offset, memory_order_acquire) : 0;
+/* The clock map, read consistently (seqlock; the Timekeeper writes it). */
+struct clock_map { int64_t base_real, base_virt, rate_ppm; };
+
+static struct clock_map read_map(void) {
+    struct clock_map m;
+    uint32_t s0, s1;
+    do {
+        s0 = atomic_load_explicit(&rv_shm->map_seq, memory_order_acquire);
+        m.base_real = atomic_load_explicit(&rv_shm->base_real, memory_order_relaxed);
+        m.base_virt = atomic_load_explicit(&rv_shm->base_virt, memory_order_relaxed);
+        m.rate_ppm = atomic_load_explicit(&rv_shm->rate_ppm, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        s1 = atomic_load_explicit(&rv_shm->map_seq, memory_order_relaxed);
+    } while (s0 != s1 || (s0 & 1));
+    return m;
+}
+
+int64_t rv_map_virt(int64_t base_real, int64_t base_virt, int64_t rate_ppm, int64_t real) {
+    int64_t d = real - base_real;
+    if (d <= 0) return base_virt; /* a real time read just before a re-base */
+    if (rate_ppm == RV_RATE_ONE) return base_virt + d;
+    return base_virt + (int64_t)((__int128)d * rate_ppm / RV_RATE_ONE);
+}
+
+uint32_t rv_map_gen(void) {
+    return rv_shm ? atomic_load_explicit(&rv_shm->map_seq, memory_order_acquire) : 0;
+}
+
+int64_t rv_warp_ns(clockid_t clk, int64_t real) {
+    struct clock_map m = read_map();
+    /* at real speed every warped clock is its real value plus one offset */
+    if (m.rate_ppm == RV_RATE_ONE) return real + (m.base_virt - m.base_real);
+    if (clk == CLOCK_MONOTONIC) return rv_map_virt(m.base_real, m.base_virt, m.rate_ppm, real);
+    int64_t mono = rv_real_ns(CLOCK_MONOTONIC);
+    return real + rv_map_virt(m.base_real, m.base_virt, m.rate_ppm, mono) - mono;
+}
+
+int64_t rv_now_ns(void) {
+    int64_t real = rv_real_ns(CLOCK_MONOTONIC);
+    return rv_shm ? rv_warp_ns(CLOCK_MONOTONIC, real) : real;
 }
 
 int64_t rv_virtual_ns(clockid_t clk) {
     int64_t t = rv_real_ns(clk);
-    return rv_warped_clock(clk) ? t + rv_offset_ns() : t;
+    return rv_shm && rv_warped_clock(clk) ? rv_warp_ns(clk, t) : t;
 }
 
-int64_t rv_now_ns(void) { return rv_virtual_ns(CLOCK_MONOTONIC); }
+int64_t rv_real_wait_ns(int64_t vleft) {
+    if (!rv_shm || vleft <= 0 || vleft == RV_NO_DEADLINE) return vleft;
+    int64_t rate = atomic_load_explicit(&rv_shm->rate_ppm, memory_order_relaxed);
+    if (rate >= RV_RATE_ONE || rate <= 0) return vleft;
+    /* slower virtual time: the same virtual wait takes longer in real time */
+    return (int64_t)((__int128)vleft * RV_RATE_ONE / rate) + 1;
+}
 
 bool rv_attached(void) { return rv_shm != NULL; }
 
 int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs) {
     int64_t a = rv_ts_to_ns(abs);
     if (clk == CLOCK_MONOTONIC) return a;
-    /* same offset on every warped clock: the distance to the deadline is clock-independent */
+    /* every warped clock keeps its distance to the monotonic one */
     return rv_now_ns() + (a - rv_virtual_ns(clk));
-}
-
-int64_t rv_real_mono_for(int64_t vdeadline) {
-    if (vdeadline == RV_NO_DEADLINE) return RV_NO_DEADLINE;
-    return vdeadline - rv_offset_ns();
 }
 
 /* ---- futex helpers ------------------------------------------------------------- */
@@ -295,7 +334,7 @@ int rv_futex_sleep(struct rv_wait *w, int64_t vdeadline) {
         uint32_t seen = atomic_load(&t->wake);
         int64_t left = vdeadline - rv_now_ns();
         if (left <= 0) return 0;
-        struct timespec ts = rv_ns_to_ts(left);
+        struct timespec ts = rv_ns_to_ts(rv_real_wait_ns(left));
         long r = futex(&t->wake, FUTEX_WAIT, seen, vdeadline == RV_NO_DEADLINE ? NULL : &ts);
         if (r < 0 && errno == EINTR) return EINTR;
     }

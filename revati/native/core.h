@@ -28,7 +28,6 @@ RV_EXPORT int64_t rv_virtual_ns(clockid_t clk);
 /* Virtual CLOCK_MONOTONIC in ns: the time base of GPU timelines. */
 RV_EXPORT int64_t rv_now_ns(void);
 /* Current warp offset in ns (0 when not attached to a Timekeeper). */
-RV_EXPORT int64_t rv_offset_ns(void);
 /* True when this process is attached to a Timekeeper (time is being warped). */
 RV_EXPORT bool rv_attached(void);
 

@@ -39,7 +39,12 @@ struct timespec rv_ns_to_ts(int64_t ns);
 /* Virtual CLOCK_MONOTONIC deadline for an absolute time `abs` on clock `clk` (virtual). */
 int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs);
 /* Real CLOCK_MONOTONIC time at which the virtual monotonic deadline falls, if no jump. */
-int64_t rv_real_mono_for(int64_t vdeadline);
+#define RV_RATE_ONE 1000000LL /* rate_ppm of real speed */
+/* virtual CLOCK_MONOTONIC ns of real CLOCK_MONOTONIC ns `real` under a clock map */
+int64_t rv_map_virt(int64_t base_real, int64_t base_virt, int64_t rate_ppm, int64_t real);
+uint32_t rv_map_gen(void);         /* changes whenever the clock map does */
+int64_t rv_warp_ns(clockid_t clk, int64_t real); /* virtual value of a warped clock's reading */
+int64_t rv_real_wait_ns(int64_t vleft); /* real ns a wait of vleft virtual ns takes now */
 
 /* Waits with an explicit wake kind (enum rv_wake_kind). */
 struct rv_wait *rv_block_begin_kind(int64_t deadline_ns, const char *call, int kind);

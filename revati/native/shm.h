@@ -1,13 +1,19 @@
 /* Layout of the shared-memory segment one Timekeeper shares with every emulated process.
  *
- * Private to the native code and to revati/timewarp/shm.py (which mirrors it with ctypes
- * for reports); bump RV_SHM_VERSION on any change.
+ * Private to the native code; bump RV_SHM_VERSION on any change.
  *
  * Accounting model (DESIGN.md 1.1): each emulated process has a proc slot whose `running`
  * counts its threads that can act now; each thread has a slot saying whether it runs or
  * waits, and until which virtual deadline. When the last running thread of the last
  * busy process blocks, it wakes the Timekeeper (futex on tk_futex), which verifies that
- * nothing is in flight and jumps the offset to the earliest deadline.
+ * nothing is in flight and jumps virtual time to the earliest deadline.
+ *
+ * Virtual CLOCK_MONOTONIC is a piecewise-linear map of the real one:
+ *     virtual = base_virt + (real - base_real) * rate_ppm / 1e6
+ * A jump re-bases it further ahead; a rate change (CPU contention, see timekeeper.c)
+ * re-bases it where it stands, so it stays continuous and never goes back. The
+ * Timekeeper is its only writer; readers take it under the `map_seq` seqlock. Other
+ * warped clocks keep their real distance to the monotonic one.
  */
 #ifndef REVATI_SHM_H
 #define REVATI_SHM_H
@@ -16,7 +22,7 @@
 #include <stdint.h>
 
 #define RV_SHM_MAGIC 0x5245564154493031ULL /* "REVATI01" */
-#define RV_SHM_VERSION 1
+#define RV_SHM_VERSION 2
 #define RV_MAX_PROCS 512
 #define RV_MAX_THREADS 8192
 #define RV_CALL_LEN 32
@@ -70,7 +76,11 @@ struct rv_shm {
     uint64_t magic;
     uint32_t version;
     int32_t wake_signal;        /* signal number used to interrupt fd/sem waits */
-    _Atomic int64_t offset;     /* virtual = real + offset, ns */
+    _Atomic uint32_t map_seq;   /* seqlock of the clock map: odd while it changes */
+    int32_t _pad0;
+    _Atomic int64_t base_real;  /* real CLOCK_MONOTONIC ns ... */
+    _Atomic int64_t base_virt;  /* ... and the virtual ns it maps to */
+    _Atomic int64_t rate_ppm;   /* virtual ns per real ns, x 1e6 (1000000: real speed) */
     _Atomic uint32_t tk_futex;  /* the Timekeeper sleeps on this */
     _Atomic uint32_t jumps;
     _Atomic uint64_t activity;  /* bumped at every block and wrapped write/post */

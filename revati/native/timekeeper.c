@@ -1,13 +1,21 @@
 /* The Timekeeper's decision loop (runs in the `revati run` / `revati timekeeper` process,
  * called through ctypes). It owns the shared segment and is the only writer of the
- * offset, so jumps never race each other.
+ * clock map (shm.h), so jumps and rate changes never race each other.
  *
  * A jump is allowed when (1) no emulated process has a running thread, (2) no wrapped
  * send happened in the last RV_GRACE_NS (loopback delivery can finish after send()
  * returns), (3) no blocked thread that something other than the Timekeeper could wake is
  * runnable in the kernel (/proc/<pid>/task/<tid>/stat state R: woken but not yet run),
  * and (4) nothing changed while (1)-(3) were checked. It then jumps to the earliest
- * deadline and hands the threads due there back to `running` before waking them. */
+ * deadline and hands the threads due there back to `running` before waking them.
+ *
+ * CPU contention (optional, rv_tk_set_cores): emulated threads do real CPU work, which
+ * counts in virtual time. When more of them are runnable than the host has cores, each
+ * gets only a share of a core and its work takes longer in real time than on the target
+ * host, where every engine process has a core of its own. Every RV_SAMPLE_NS the
+ * Timekeeper counts the emulated threads the kernel has runnable (state R) and, while
+ * they outnumber the cores, runs virtual time at cores/runnable of real speed, so a
+ * thread's work costs it the virtual time it would take with a core to itself. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +34,7 @@
 #define RV_REAP_NS 2000000LL        /* dead processes are noticed within this */
 #define RV_PENDING_LIMIT_NS 5000000000LL /* a child that never attaches is not emulated */
 #define RV_RESEND_NS 1000000LL      /* re-send a wake signal that may have been lost */
+#define RV_SAMPLE_NS 2000000LL      /* CPU contention is sampled this often */
 
 enum tk_result { TK_STOPPED = 0, TK_DEADLOCK = 1 };
 enum step { STEP_JUMPED, STEP_BUSY, STEP_RETRY, STEP_IDLE };
@@ -38,6 +47,25 @@ static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers cou
 struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
+static int cores; /* 0: no contention correction */
+/* contention statistics: real time sampled, of it under contention, and the virtual time
+ * that real time became; runnable thread counts summed over samples */
+static int64_t sampled_real, dilated_real, dilated_virt, samples, runnable_sum;
+
+/* Virtual now of real CLOCK_MONOTONIC ns (the only writer reads its own map). */
+static int64_t virt_at(int64_t real) {
+    return rv_map_virt(atomic_load(&S->base_real), atomic_load(&S->base_virt),
+                       atomic_load(&S->rate_ppm), real);
+}
+
+static void set_map(int64_t base_real, int64_t base_virt, int64_t rate_ppm) {
+    atomic_fetch_add_explicit(&S->map_seq, 1, memory_order_relaxed); /* odd: changing */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&S->base_real, base_real, memory_order_relaxed);
+    atomic_store_explicit(&S->base_virt, base_virt, memory_order_relaxed);
+    atomic_store_explicit(&S->rate_ppm, rate_ppm, memory_order_relaxed);
+    atomic_fetch_add_explicit(&S->map_seq, 1, memory_order_release);
+}
 
 RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_dir) {
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -52,6 +80,8 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     if (m == MAP_FAILED) return -errno;
     S = m;
     S->version = RV_SHM_VERSION;
+    int64_t now = rv_real_ns(CLOCK_MONOTONIC);
+    set_map(now, now, RV_RATE_ONE); /* virtual time starts at real time */
     S->wake_signal = wake_signal;
     if (trace_dir && *trace_dir) {
         S->trace_on = 1;
@@ -278,6 +308,36 @@ static int64_t wake_due(int64_t now_v) {
     return next;
 }
 
+/* Real ns that vleft virtual ns take at the current rate. */
+static int64_t real_wait(int64_t vleft) {
+    int64_t rate = atomic_load(&S->rate_ppm);
+    if (vleft <= 0 || rate >= RV_RATE_ONE) return vleft;
+    return (int64_t)((__int128)vleft * RV_RATE_ONE / rate) + 1;
+}
+
+/* Count the emulated threads the kernel has runnable and set the clock rate for the
+ * next interval: cores/runnable of real speed while they outnumber the cores. The
+ * interval just ended ran at the rate set by the previous sample. */
+static void sample_contention(int64_t now, int64_t interval) {
+    int runnable = 0;
+    int32_t hwm = atomic_load(&S->thread_hwm);
+    for (int j = 0; j < hwm; j++) {
+        struct rv_thread *t = &S->threads[j];
+        int32_t st = atomic_load(&t->state);
+        if ((st == RV_T_RUNNING || st == RV_T_WAKING) && task_state(j, t) == 'R') runnable++;
+    }
+    int64_t rate = atomic_load(&S->rate_ppm);
+    sampled_real += interval;
+    if (rate < RV_RATE_ONE) {
+        dilated_real += interval;
+        dilated_virt += (int64_t)((__int128)interval * rate / RV_RATE_ONE);
+    }
+    samples++;
+    runnable_sum += runnable;
+    int64_t next = runnable > cores ? RV_RATE_ONE * cores / runnable : RV_RATE_ONE;
+    if (next != rate) set_map(now, virt_at(now), next);
+}
+
 /* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
  * waiters (the stall rule). */
 static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
@@ -310,9 +370,9 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
         return STEP_RETRY;
     }
     if (min_d == RV_NO_DEADLINE) return blocked ? STEP_IDLE : STEP_BUSY;
-    int64_t now_v = rv_real_ns(CLOCK_MONOTONIC) + atomic_load(&S->offset);
+    int64_t now = rv_real_ns(CLOCK_MONOTONIC), now_v = virt_at(now);
     if (min_d > now_v) {
-        atomic_fetch_add(&S->offset, min_d - now_v);
+        set_map(now, min_d, atomic_load(&S->rate_ppm));
         atomic_fetch_add(&S->jumps, 1);
         trace_jump(now_v, min_d, 0);
         now_v = min_d;
@@ -325,7 +385,7 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
  * deadline and nothing in flight for deadlock_ns of real time (TK_DEADLOCK; 0 = never). */
 RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
     if (stall_limit_ns > 0) stall_ns = stall_limit_ns;
-    int64_t last_reap = 0, idle_since = 0;
+    int64_t last_reap = 0, idle_since = 0, last_sample = rv_real_ns(CLOCK_MONOTONIC);
     while (!stop_flag) {
         uint32_t seen = atomic_load(&S->tk_futex);
         int64_t now = rv_real_ns(CLOCK_MONOTONIC);
@@ -333,8 +393,13 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
             reap();
             last_reap = now;
         }
-        int64_t next = wake_due(now + atomic_load(&S->offset)) - atomic_load(&S->offset);
-        int64_t retry = next - now < RV_REAP_NS ? next - now : RV_REAP_NS;
+        if (cores > 0 && now - last_sample >= RV_SAMPLE_NS) {
+            sample_contention(now, now - last_sample);
+            last_sample = now;
+        }
+        int64_t now_v = virt_at(now), next = wake_due(now_v);
+        int64_t left = next == RV_NO_DEADLINE ? RV_REAP_NS : real_wait(next - now_v);
+        int64_t retry = left < RV_REAP_NS ? left : RV_REAP_NS;
         enum step st = try_jump(false, &retry);
         if (st == STEP_BUSY && running_threads_stalled(now)) st = try_jump(true, &retry);
         if (st == STEP_JUMPED) {
@@ -359,7 +424,7 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
 RV_EXPORT int rv_tk_report(char *buf, int len) {
     int n = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
-    int64_t now_v = rv_real_ns(CLOCK_MONOTONIC) + atomic_load(&S->offset);
+    int64_t now_v = virt_at(rv_real_ns(CLOCK_MONOTONIC));
     static const char *names[] = {"free", "running", "blocked", "waking"};
     for (int j = 0; j < hwm && n < len - 256; j++) {
         struct rv_thread *t = &S->threads[j];
@@ -375,7 +440,19 @@ RV_EXPORT int rv_tk_report(char *buf, int len) {
     return n;
 }
 
-RV_EXPORT int64_t rv_tk_offset(void) { return atomic_load(&S->offset); }
+RV_EXPORT int64_t rv_tk_now(void) { return virt_at(rv_real_ns(CLOCK_MONOTONIC)); }
+
+RV_EXPORT void rv_tk_set_cores(int n) { cores = n > 0 ? n : 0; }
+
+/* Contention statistics: out[0] real seconds sampled, out[1] of them with more runnable
+ * emulated threads than cores, out[2] the virtual seconds those became, out[3] the mean
+ * number of runnable emulated threads. */
+RV_EXPORT void rv_tk_contention(double *out) {
+    out[0] = sampled_real / 1e9;
+    out[1] = dilated_real / 1e9;
+    out[2] = dilated_virt / 1e9;
+    out[3] = samples ? (double)runnable_sum / samples : 0.0;
+}
 RV_EXPORT uint32_t rv_tk_jumps(void) { return atomic_load(&S->jumps); }
 
 /* Pids of every live emulated process, for cleanup at the end of a run. */

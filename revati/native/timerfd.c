@@ -1,11 +1,13 @@
 /* timerfd in virtual time.
  *
  * A timerfd is armed in the kernel in real time. The shim keeps each timer's deadline in
- * virtual time and, whenever a jump has moved the offset since the kernel timer was
- * armed, re-arms it with the real time that is left, so it fires when the virtual clock
- * says. A thread waiting on fds (poll, select, epoll, read) that include an armed timerfd
+ * virtual time and, whenever the clock map has changed (a jump, a change of rate) since
+ * the kernel timer was armed, re-arms it with the real time that is left, so it fires
+ * when the virtual clock says. A thread waiting on fds (poll, select, epoll, read) that include an armed timerfd
  * registers the timer's deadline with the Timekeeper, which can then jump to it.
- * Limit: a periodic timer crossed by a jump of several periods reports one expiration. */
+ * Limits: a periodic timer crossed by a jump of several periods reports one expiration;
+ * while virtual time runs slower than real (CPU contention) the kernel repeats a periodic
+ * timer at its real interval, early in virtual time, until the next re-arm. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -23,7 +25,7 @@ struct vtimer {
     clockid_t clock;
     int64_t deadline;     /* virtual CLOCK_MONOTONIC ns of the next expiration, 0 = disarmed */
     int64_t interval;
-    int64_t armed_offset; /* warp offset when the kernel timer was last armed */
+    uint32_t armed_gen;   /* clock map generation when the kernel timer was last armed */
     int epolls[MAX_EPOLLS]; /* epoll instances watching this timer */
 };
 
@@ -37,18 +39,19 @@ static struct vtimer *find(int fd) {
     return NULL;
 }
 
-/* Re-arm the kernel timer if a jump made it stale (armed for a real time that no longer
- * matches the virtual deadline; a deadline the jump reached or passed fires at once), then
- * return the timer's next virtual deadline. */
+/* Re-arm the kernel timer if a jump or a change of clock rate made it stale (armed for a
+ * real time that no longer matches the virtual deadline; a deadline the jump reached or
+ * passed fires at once), then return the timer's next virtual deadline. */
 static int64_t refresh(struct vtimer *t) {
     if (!t->deadline) return RV_NO_DEADLINE;
-    int64_t now = rv_now_ns(), off = rv_offset_ns();
-    if (off != t->armed_offset) {
-        int64_t left = t->deadline - now;
+    int64_t now = rv_now_ns();
+    uint32_t gen = rv_map_gen();
+    if (gen != t->armed_gen) {
+        int64_t left = rv_real_wait_ns(t->deadline - now);
         struct itimerspec its = {.it_interval = rv_ns_to_ts(t->interval),
                                  .it_value = rv_ns_to_ts(left > 0 ? left : 1)};
         REAL(timerfd_settime)(t->fd, 0, &its, NULL);
-        t->armed_offset = off;
+        t->armed_gen = gen;
     }
     while (t->interval && t->deadline <= now) t->deadline += t->interval;
     if (!t->interval && t->deadline <= now) return RV_NO_DEADLINE; /* fired: fd is readable */
@@ -95,10 +98,10 @@ EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *nv, struc
     else t->deadline = now + v;
     struct itimerspec real = *nv;
     if (t->deadline) {
-        int64_t left = t->deadline - now;
+        int64_t left = rv_real_wait_ns(t->deadline - now);
         real.it_value = rv_ns_to_ts(left > 0 ? left : 1);
     }
-    t->armed_offset = rv_offset_ns();
+    t->armed_gen = rv_map_gen();
     int r = REAL(timerfd_settime)(fd, 0, &real, NULL);
     pthread_mutex_unlock(&lock);
     return r;

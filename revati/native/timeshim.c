@@ -26,7 +26,7 @@ static const struct timespec zero_ts = {0, 0};
 EXPORT int clock_gettime(clockid_t clk, struct timespec *ts) {
     int r = REAL(clock_gettime)(clk, ts);
     if (r == 0 && ATTACHED && rv_warped_clock(clk)) {
-        int64_t ns = rv_ts_to_ns(ts) + atomic_load_explicit(&rv_shm->offset, memory_order_acquire);
+        int64_t ns = rv_warp_ns(clk, rv_ts_to_ns(ts));
         ts->tv_sec = ns / 1000000000LL;
         ts->tv_nsec = ns % 1000000000LL;
     }
@@ -136,7 +136,7 @@ static int warped_fd_wait(void *ctx, fd_wait_fn fn, int64_t user_deadline,
         if (user_deadline != RV_NO_DEADLINE) {
             int64_t l = user_deadline - rv_now_ns();
             if (l <= 0) return 0;
-            left = rv_ns_to_ts(l);
+            left = rv_ns_to_ts(rv_real_wait_ns(l));
             tp = &left;
         }
         /* registered again after every wake: a timer's next deadline may differ */
@@ -150,7 +150,8 @@ static int warped_fd_wait(void *ctx, fd_wait_fn fn, int64_t user_deadline,
             rv_tl_woken = 0;
             continue; /* our wake: re-evaluate the deadlines */
         }
-        if (r == 0 && user_deadline == RV_NO_DEADLINE) continue;
+        /* a kernel timeout before the virtual deadline: the clock rate changed meanwhile */
+        if (r == 0 && (user_deadline == RV_NO_DEADLINE || rv_now_ns() < user_deadline)) continue;
         return r;
     }
 }
@@ -285,7 +286,7 @@ static int warped_sem_wait(sem_t *sem, int64_t vdeadline, const char *call) {
                 r = -1;
                 break;
             }
-            struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + l);
+            struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + rv_real_wait_ns(l));
             r = REAL(sem_clockwait)(sem, CLOCK_MONOTONIC, &abs);
         }
         int e = errno;

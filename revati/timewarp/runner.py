@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from revati.cache import CACHE_DIR
 from revati.device.env import ShimNotBuiltError as DeviceShimNotBuilt
 from revati.device.env import emulated_device_env
 from revati.timewarp.native import time_shim_path
@@ -46,6 +47,7 @@ class RunOptions:
     timekeeper: str | None = None  # address of a shared `revati timekeeper`
     hardware: str | None = None    # emulated GPU model (conf/hardware/NAME.yaml); None: no GPUs
     gpus: int = 1
+    cores: int = 0                 # CPU-contention correction (Timekeeper cores); 0: off
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -69,8 +71,7 @@ def emulated_env(segment: Path, log_level: str, extra: dict[str, str]) -> dict[s
 
 # What the shim noticed in the last run (unimplemented entry points, unsupported values):
 # rewritten by every run, read by `revati doctor`.
-NOTICES = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "revati" / \
-    "last-run-notices.tsv"
+NOTICES = CACHE_DIR / "last-run-notices.tsv"
 
 
 def start_notices() -> None:
@@ -96,7 +97,8 @@ def run(opts: RunOptions) -> int:
             raise RunError(str(e)) from e
     else:
         trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
-        tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s)
+        tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s,
+                        cores=opts.cores)
     forwarded: list[int] = []
     signalled_at: list[float] = []
     child = -1

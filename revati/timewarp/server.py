@@ -24,11 +24,12 @@ DEADLOCK_REPORT_S = 2.0
 
 
 def serve(address: str, trace: Path | None, deadlock_timeout_s: float,
-          ready: threading.Event | None = None) -> int:
+          ready: threading.Event | None = None, cores: int = 0) -> int:
     trace_dir = trace.with_suffix(".parts") if trace else None
     if trace_dir:
         trace_dir.mkdir(parents=True, exist_ok=True)
-    tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=deadlock_timeout_s, restart=True)
+    tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=deadlock_timeout_s, restart=True,
+                    cores=cores)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.REP)
     try:
@@ -60,7 +61,7 @@ def serve(address: str, trace: Path | None, deadlock_timeout_s: float,
             elif op == "deadlocked":
                 sock.send_json({"deadlocked": tk.deadlock_seen_within(DEADLOCK_REPORT_S)})
             elif op == "status":
-                sock.send_json({"offset_ns": tk.offset_ns, "jumps": tk.jumps,
+                sock.send_json({"virtual_ns": tk.virtual_ns, "jumps": tk.jumps,
                                 "deadlocked": tk.deadlock_seen_within(DEADLOCK_REPORT_S),
                                 "threads": [vars(t) for t in tk.threads()],
                                 "pids": tk.pids()})

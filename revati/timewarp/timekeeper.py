@@ -23,6 +23,30 @@ DEFAULT_WAKE_SIGNAL = signal.SIGRTMAX - 2
 TK_DEADLOCK = 1
 
 
+def host_cores() -> int:
+    """Cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota."""
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
+def parse_cores(value: str) -> int:
+    """A --cores argument: a count, `auto` (this host's cores) or `off` (0)."""
+    if value == "auto":
+        return host_cores()
+    if value == "off":
+        return 0
+    n = int(value)
+    if n < 0:
+        raise ValueError(f"--cores must be auto, off or a count, not {value}")
+    return n
+
+
 def _remove_orphan_segments(shm_dir: Path) -> None:
     """Segments left by Timekeepers that were killed before they could remove their own
     (the creator's pid is in the name)."""
@@ -30,6 +54,21 @@ def _remove_orphan_segments(shm_dir: Path) -> None:
         pid = seg.name.split("-")[1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             seg.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Contention:
+    """How much CPU contention slowed virtual time (Timekeeper(cores=N) only)."""
+
+    sampled_s: float      # real seconds the Timekeeper watched
+    contended_s: float    # of them, with more runnable emulated threads than cores
+    virtual_s: float      # the virtual seconds the contended real seconds became
+    mean_runnable: float  # runnable emulated threads, on average over the samples
+
+    def __str__(self) -> str:
+        return (f"{self.contended_s:.1f} of {self.sampled_s:.1f} real seconds had more "
+                f"runnable threads than cores (mean {self.mean_runnable:.2f} runnable); "
+                f"they counted as {self.virtual_s:.1f} virtual seconds")
 
 
 @dataclass
@@ -58,9 +97,12 @@ class Timekeeper:
     """One virtual clock. Processes attach through the REVATI_SHM environment variable."""
 
     def __init__(self, trace_dir: Path | None = None, deadlock_timeout_s: float = 30.0,
-                 stall_s: float = 0.02, restart: bool = False) -> None:
+                 stall_s: float = 0.02, restart: bool = False, cores: int = 0) -> None:
         """restart: keep deciding jumps after a deadlock was detected (a shared server
-        reports it to its clients and carries on); otherwise the loop ends there."""
+        reports it to its clients and carries on); otherwise the loop ends there.
+        cores: correct for CPU contention, as if the emulated threads shared this many
+        cores (virtual time runs at cores/runnable of real speed while more of them are
+        runnable); 0 counts real time as it passes."""
         self.lib = timekeeper_lib()
         shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         _remove_orphan_segments(shm_dir)
@@ -69,6 +111,7 @@ class Timekeeper:
                                    str(trace_dir).encode() if trace_dir else b"")
         if rc != 0:
             raise OSError(-rc, f"cannot create the Timekeeper segment {self.segment}")
+        self.lib.rv_tk_set_cores(cores)
         self.deadlock_timeout_s = deadlock_timeout_s
         self.stall_s = stall_s
         self.restart = restart
@@ -114,8 +157,14 @@ class Timekeeper:
         self.lib.rv_tk_child_started(idx, pid)
 
     @property
-    def offset_ns(self) -> int:
-        return self.lib.rv_tk_offset()
+    def virtual_ns(self) -> int:
+        """Virtual CLOCK_MONOTONIC now, as the emulated processes read it."""
+        return self.lib.rv_tk_now()
+
+    def contention(self) -> Contention:
+        out = (ctypes.c_double * 4)()
+        self.lib.rv_tk_contention(out)
+        return Contention(*out)
 
     @property
     def jumps(self) -> int:

@@ -37,6 +37,7 @@ def bench_command(cfg: Any, out_dir: Path) -> list[str]:
         "--num-prompts", str(w.num_prompts),
         "--request-rate", str(w.request_rate),
         "--burstiness", str(w.burstiness),
+        "--num-warmups", str(w.get("num_warmups", 0)),
         "--seed", str(cfg.seed),
         "--out", str(out_dir),
         "--", *engine_flags(cfg),

@@ -103,6 +103,9 @@ def validate(cfg: Any, space: SearchSpace) -> None:
         except DatasetError as e:
             raise ConfigError(f"workload.trace: {e}") from None
     _positive(cfg, "workload.burstiness", (int, float), allow_inf=True)
+    warmups = cfg.workload.get("num_warmups", 0)
+    if not isinstance(warmups, int) or isinstance(warmups, bool) or warmups < 0:
+        raise ConfigError(f"workload.num_warmups={warmups!r} must be a count (0 or more)")
     for key in ("scheduler.max_num_seqs", "scheduler.max_num_batched_tokens"):
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key, int)

@@ -20,13 +20,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
 from revati.device.spec import known_hardware
 from revati.engines import vllm
 from revati.models.catalog import UnknownModelError, resolve_name
 from revati.models.folder import materialise
 from revati.timewarp.runner import emulated_env, start_notices
-from revati.timewarp.timekeeper import Timekeeper
+from revati.timewarp.timekeeper import Timekeeper, host_cores
 from revati.timewarp.tree import ProcessTree
 from revati.workload import datasets
 
@@ -58,12 +59,18 @@ class BenchOptions:
     request_rate: float = float("inf")
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    # requests `vllm bench serve` sends (concurrently, unmeasured) before the measured load:
+    # a warm server has compiled the kernels that first appear under load, such as the
+    # Triton top-k/top-p sampler at 8 or more running requests
+    num_warmups: int = 0
     seed: int = 0
     port: int | None = None
     ready_timeout_s: float = 1800.0
     engine_python: Path | None = None
     engine_args: list[str] = field(default_factory=list)
     log_level: str = "warn"
+    # CPU-contention correction (revati run --cores): None uses this host's cores, 0 is off
+    cores: int | None = None
 
 
 def resolve_hardware(name: str) -> str:
@@ -122,14 +129,14 @@ def _requests_done(client_log: Path) -> str:
 class Deployment:
     """The emulated engine and its load generator on one virtual clock."""
 
-    def __init__(self) -> None:
-        self.tk = Timekeeper(deadlock_timeout_s=120.0)
+    def __init__(self, cores: int) -> None:
+        self.tk = Timekeeper(deadlock_timeout_s=120.0, cores=cores)
         self.tk.start()
         self.tree = ProcessTree(self.tk)
-        self.virtual_start = time.monotonic() + self.tk.offset_ns / 1e9
+        self.virtual_start = self.tk.virtual_ns / 1e9
 
     def virtual_s(self) -> float:
-        return time.monotonic() + self.tk.offset_ns / 1e9 - self.virtual_start
+        return self.tk.virtual_ns / 1e9 - self.virtual_start
 
     def progress(self, what: str, wall0: float) -> None:
         print(f"[revati bench] {what}: virtual {self.virtual_s():.1f} s, wall "
@@ -190,7 +197,7 @@ class EmulatedServer:
         self.port = free_port(opts.port)
         self.out = opts.out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
-        self.folder = materialise(self.model, self.out / "model")
+        self.folder = materialise(self.model, MODELS_DIR)
         try:
             self.device = emulated_device_env(self.hardware, opts.tp * opts.pp,
                                               self.out / "device")
@@ -206,7 +213,8 @@ class EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
         wall0 = time.monotonic()
-        self.dep = Deployment()
+        self.cores = host_cores() if self.opts.cores is None else self.opts.cores
+        self.dep = Deployment(self.cores)
         self.totals = self.out / "predictor_totals"
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()
@@ -264,7 +272,9 @@ class EmulatedServer:
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
         summary["revati"] = {"model": self.model, "hardware": self.hardware,
                              "tp": self.opts.tp, "pp": self.opts.pp,
-                             "engine_args": self.opts.engine_args, "engine_env": vllm.ENV}
+                             "engine_args": self.opts.engine_args, "engine_env": vllm.ENV,
+                             "cores": self.cores,
+                             "cpu_contention": vars(self.dep.tk.contention())}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         write_requests_csv(raw, out / "requests.csv")
         return summary
@@ -276,7 +286,8 @@ def load_args(opts: BenchOptions, out: Path, max_len: int | None) -> dict[str, s
     ShareGPT draws only pairs that fit the engine's max_len."""
     if opts.dataset != "trace" and not opts.num_prompts:
         raise BenchError(f"dataset {opts.dataset!r} needs a number of prompts")
-    common = {"num-prompts": str(opts.num_prompts), "seed": str(opts.seed)}
+    common = {"num-prompts": str(opts.num_prompts), "seed": str(opts.seed),
+              "num-warmups": str(opts.num_warmups)}
     if opts.max_concurrency:
         common["max-concurrency"] = str(opts.max_concurrency)
     arrivals = {"request-rate": str(opts.request_rate), "burstiness": str(opts.burstiness)}

@@ -41,6 +41,7 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
     (["+model=llama8b", "workload=azure_conv", "workload.trace=nope.csv"],
      "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
     (["+model=llama8b", "workload.dataset=alpaca"], "unknown workload.dataset 'alpaca'"),
+    (["+model=llama8b", "workload.num_warmups=-1"], "workload.num_warmups=-1 must be a count"),
     (["+model=llama8b", "mlflow.tracking_uri=nosuch://x"],
      "cannot open mlflow.tracking_uri 'nosuch://x'"),
 ])

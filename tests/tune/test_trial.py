@@ -15,7 +15,8 @@ def test_bench_command_carries_the_configuration(make_cfg, tmp_path):
     assert flags == {"--engine": "vllm", "--model": "llama3_70b", "--hardware": "h200_sxm",
                      "--tp": "4", "--pp": "1", "--dataset": "random", "--input-len": "1024",
                      "--output-len": "128", "--range-ratio": "0.0", "--num-prompts": "500",
-                     "--request-rate": "2.5", "--burstiness": "1.0", "--seed": "7",
+                     "--request-rate": "2.5", "--burstiness": "1.0", "--num-warmups": "16",
+                     "--seed": "7",
                      "--out": str(tmp_path)}
     assert "--max-num-seqs" in cmd[sep:]
 

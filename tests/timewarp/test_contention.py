@@ -1,0 +1,52 @@
+"""CPU-contention correction (`revati run --cores N`): while more emulated threads are
+runnable than N cores, virtual time runs at N/runnable of real speed, so CPU work costs
+the virtual time it would take with a core of its own."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from revati.timewarp.timekeeper import host_cores, parse_cores
+from tests.timewarp.conftest import revati_run
+
+# Each process spins until it has used CPU_S of its own CPU time (a clock the shim leaves
+# real) and prints the virtual time that took.
+CPU_S = 0.5
+BUSY = ("import time\n"
+        "c0, v0 = time.thread_time(), time.monotonic()\n"
+        f"while time.thread_time() - c0 < {CPU_S}: pass\n"
+        "print(time.monotonic() - v0)\n")
+PROCS = 3
+
+
+def _one_core() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def _virtual_per_process(cores: str) -> list[float]:
+    # three busy processes pinned to one core: each gets a third of it
+    script = " ".join(f"{sys.executable} -c '{BUSY}' &" for _ in range(PROCS)) + " wait"
+    r = revati_run(["bash", "-c", script], run_opts=["--cores", cores], preexec_fn=_one_core)
+    assert r.returncode == 0, r.stderr
+    return [float(x) for x in r.stdout.split()]
+
+
+def test_cpu_work_costs_its_own_cpu_time_under_contention() -> None:
+    times = _virtual_per_process("1")
+    assert len(times) == PROCS
+    assert times == pytest.approx([CPU_S] * PROCS, rel=0.2)
+
+
+def test_without_correction_contention_stretches_virtual_time() -> None:
+    times = _virtual_per_process("off")
+    assert min(times) > 2 * CPU_S  # about PROCS x CPU_S: each ran a third of the time
+
+
+def test_cores_argument() -> None:
+    assert parse_cores("off") == 0 and parse_cores("3") == 3
+    assert parse_cores("auto") == host_cores() >= 1
+    with pytest.raises(ValueError):
+        parse_cores("-1")
