@@ -7,6 +7,7 @@ release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models).""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import urllib.error
@@ -32,6 +33,20 @@ ENV = {
     "HF_HUB_OFFLINE": "1",
     "NCCL_NVLS_ENABLE": "0",
 }
+
+
+# Revati's read-only batch observer, a vLLM plugin (vllm_observer/revati_vllm_observer):
+# on the engine's PYTHONPATH, vLLM's own plugin loader finds and loads it in every engine
+# process, so attention kernels are predicted from each step's sequence lengths.
+OBSERVER_DIR = Path(__file__).resolve().with_name("vllm_observer")
+
+
+def serve_env(base: dict[str, str]) -> dict[str, str]:
+    """The environment of the emulated `vllm serve`: base, ENV, and the observer."""
+    env = base | ENV
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OBSERVER_DIR), base.get("PYTHONPATH"))
+                                        if p)
+    return env
 
 
 def has_vllm(python: Path) -> bool:

@@ -22,7 +22,14 @@
 
 /* A node either has a predicted duration (l) or is a cross-process operation (join != NULL:
  * a collective, whose completion depends on other ranks and is asked for at replay). */
-struct node { struct rv_launch l; char *name; rv_join_fn join; void *ctx; int64_t predicted; };
+struct node {
+    struct rv_launch l;
+    char *name;
+    rv_join_fn join;
+    void *ctx;
+    int64_t predicted;
+    bool by_batch; /* attention: predicted again at every replay */
+};
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
 struct exec { uint32_t magic; struct graph g; };
 
@@ -141,6 +148,7 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->join = join;
     n->ctx = ctx;
     n->predicted = -1;
+    n->by_batch = false;
 }
 
 /* Put one operation of predicted duration dur on s's timeline. Holds g_tl. */
@@ -623,8 +631,14 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
         if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx);
         else if (n->join) joined(s, n->name, n->join, n->ctx);
         else {
-            /* a graph replays the same launches every time: predict each node once */
-            if (n->predicted < 0) n->predicted = rv_predict_ns(&n->l, NULL);
+            /* a graph replays the same launches every time: predict each node once, except
+             * attention, whose cost follows the batch the engine reported for this step */
+            if (n->predicted < 0) {
+                n->by_batch = rv_predict_by_batch(&n->l);
+                n->predicted = rv_predict_ns(&n->l, NULL);
+            } else if (n->by_batch) {
+                n->predicted = rv_predict_ns(&n->l, NULL);
+            }
             append_timed(s, &n->l, n->name, n->predicted);
         }
     }

@@ -212,10 +212,12 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
 /* ---------------------------------------------------------------- attention by shape */
 
 /* Attention cost is in the sequence lengths, which no launch shape carries (a decode kernel's
- * grid is the same at every KV length). The shim does not read them yet (docs/predictor.md,
- * "Sequence lengths"), so this interface lives here rather than in predict.h: the trainer and
- * the tests use it now, the shim calls rv_predict_attention_ns once it knows the shape.
- * Mirrored by features.AttnShape. */
+ * grid is the same at every KV length, inside CUDA graphs every launch is the captured one).
+ * The engine tells them: a read-only observer in the engine process (for vLLM,
+ * revati/engines/vllm_observer, a vLLM plugin) reports each step's batch through
+ * rv_attention_batch before the step's kernels are launched, and every attention-family
+ * kernel launched or replayed after it is predicted from that batch. Mirrored by
+ * features.AttnShape. */
 struct rv_attn_shape { int64_t batch, q_len, kv_len, heads, kv_heads, head_dim; };
 #define RV_OP_ATTENTION_SHAPE 100 /* feature-vector class and index op of the shape models */
 
@@ -609,8 +611,100 @@ static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a,
     return ns;
 }
 
+/* ---------------------------------------------------------------- the engine's batch */
+
+/* The current step as attention sees it, in at most two uniform shapes (the profiled
+ * kernels ran uniform batches): the decode rows (one query token each, at their mean KV
+ * length), and the rows with longer queries (prefills and prefill chunks) at their mean
+ * query length and the KV length that keeps their query-key pairs, hence FLOPs, exact. */
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    struct rv_attn_shape part[2];
+} g_batch = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+
+EXPORT void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *kv_lens,
+                               int heads, int kv_heads, int head_dim)
+{
+    double dec_kv = 0, pre_q = 0, pre_pairs = 0;
+    int64_t n_dec = 0, n_pre = 0;
+    for (int i = 0; i < rows; i++) {
+        if (q_lens[i] <= 0) continue;
+        if (q_lens[i] == 1) {
+            n_dec++;
+            dec_kv += (double)kv_lens[i];
+        } else {
+            struct rv_attn_shape one = {1, q_lens[i], kv_lens[i], 0, 0, 0};
+            n_pre++;
+            pre_q += (double)q_lens[i];
+            pre_pairs += attn_pairs(&one);
+        }
+    }
+    struct rv_attn_shape part[2];
+    int n = 0;
+    if (n_dec)
+        part[n++] = (struct rv_attn_shape){n_dec, 1, llround(dec_kv / n_dec), heads, kv_heads,
+                                           head_dim};
+    if (n_pre) {
+        double q = pre_q / n_pre, kv = (pre_pairs / n_pre + q * (q - 1) / 2) / q;
+        part[n++] = (struct rv_attn_shape){n_pre, llround(q), llround(kv), heads, kv_heads,
+                                           head_dim};
+    }
+    pthread_mutex_lock(&g_batch.lock);
+    g_batch.n = n;
+    memcpy(g_batch.part, part, sizeof part);
+    pthread_mutex_unlock(&g_batch.lock);
+}
+
+/* Whether a kernel is an attention kernel that the attention-by-shape model was measured on
+ * (memoised by name: classification demangles). Another attention kernel, with another
+ * cost per query-key pair, keeps its launch-based prediction rather than borrow the shape
+ * model's idea of some other kernel. */
+static bool is_attention_kernel(const char *name)
+{
+    enum { CAP = 4096 };
+    static struct { uint64_t h; int8_t attn; } memo[CAP];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    uint64_t h = fnv1a(name, strlen(name), FNV0) | 1;
+    pthread_mutex_lock(&lock);
+    size_t i = h % CAP;
+    for (int probe = 0; probe < CAP && memo[i].h && memo[i].h != h; probe++) i = (i + 1) % CAP;
+    int8_t attn = memo[i].h == h ? memo[i].attn : -1;
+    pthread_mutex_unlock(&lock);
+    if (attn >= 0) return attn;
+    uint64_t dh;
+    int fam = classify(name, &dh), shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);
+    attn = fam >= 0 && !strcmp(g_fam[fam].name, "attention") && shape_fam >= 0 &&
+           g_fam[shape_fam].booster && vocab_id(dh, shape_fam) >= 0;
+    pthread_mutex_lock(&lock);
+    if (!memo[i].h) {
+        memo[i].h = h;
+        memo[i].attn = attn;
+    }
+    pthread_mutex_unlock(&lock);
+    return attn;
+}
+
+EXPORT bool rv_predict_by_batch(const struct rv_launch *l)
+{
+    pthread_once(&g_once, init);
+    return l->op == RV_OP_KERNEL && l->kernel && g_fixed_ns < 0 && is_attention_kernel(l->kernel);
+}
+
 EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
 {
+    if (rv_predict_by_batch(l)) {
+        struct rv_attn_shape part[2];
+        pthread_mutex_lock(&g_batch.lock);
+        int n = g_batch.n;
+        memcpy(part, g_batch.part, sizeof part);
+        pthread_mutex_unlock(&g_batch.lock);
+        if (n > 0) {
+            int64_t ns = 0;
+            for (int i = 0; i < n; i++) ns += predict(l, &part[i], source);
+            return ns;
+        }
+    }
     return predict(l, NULL, source);
 }
 

@@ -10,6 +10,7 @@
 #ifndef REVATI_PREDICT_H
 #define REVATI_PREDICT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum rv_op {
@@ -54,6 +55,18 @@ enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };
  * *source (may be NULL) says where it came from. Thread-safe. */
 __attribute__((visibility("default")))
 int64_t rv_predict_ns(const struct rv_launch *l, int *source);
+
+/* Whether l's duration depends on the engine's current batch (an attention kernel that the
+ * attention-by-shape model knows, predicted from the sequence lengths rv_attention_batch last
+ * reported): a CUDA graph replay must predict such a node again every time. */
+__attribute__((visibility("default")))
+bool rv_predict_by_batch(const struct rv_launch *l);
+
+/* The engine's next step: per row (request) its query tokens and its KV length after the
+ * step, and the attention heads, KV heads and head size of one layer on this GPU. */
+__attribute__((visibility("default")))
+void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *kv_lens, int heads,
+                        int kv_heads, int head_dim);
 
 /* Predicted GPU time so far, per source, in ns (for predictor_coverage). */
 __attribute__((visibility("default")))

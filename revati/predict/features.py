@@ -163,6 +163,12 @@ def native() -> ctypes.CDLL:
                                             ctypes.POINTER(ctypes.c_int)]
     lib.rv_predict_totals.restype = None
     lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
+    lib.rv_predict_by_batch.restype = ctypes.c_bool
+    lib.rv_predict_by_batch.argtypes = [ctypes.POINTER(RvLaunch)]
+    i64s = ctypes.POINTER(ctypes.c_int64)
+    lib.rv_attention_batch.restype = None
+    lib.rv_attention_batch.argtypes = [ctypes.c_int, i64s, i64s, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_int]
     return lib
 
 

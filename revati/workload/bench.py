@@ -219,7 +219,8 @@ class EmulatedServer:
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()
         try:
-            env = emulated_env(self.dep.tk.segment, self.opts.log_level, self.device) | vllm.ENV
+            env = vllm.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
+                                              self.device))
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
             self.pid = pid = self.dep.tree.spawn(
                 vllm.serve_command(self.python, self.folder.model_dir, self.folder.tokenizer_dir,

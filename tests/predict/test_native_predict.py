@@ -154,3 +154,40 @@ print(json.dumps([out, again, totals()]))
     assert out == expected
     assert again == expected[::97]
     assert totals == [0, sum(expected) + sum(again), 0]
+
+
+def test_attention_follows_the_batch_the_engine_reports(tmp_path):
+    """After rv_attention_batch, an attention kernel's launch (the same launch every step, as
+    in a CUDA-graph replay) is predicted from the reported sequence lengths: decode rows as
+    one uniform batch, longer queries as another, FLOPs kept."""
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    code = PRELUDE + """
+d = pd.read_parquet(PROFILE)
+r = d[(d.attn_batch > 0) & (d.q_len == 1)].iloc[0].to_dict()
+launch = F.to_launch(r)
+h, kvh, hd = int(r["heads"]), int(r["kv_heads"]), int(r["head_dim"])
+def report(q, kv):
+    n = len(q)
+    lib.rv_attention_batch(n, (ctypes.c_int64 * n)(*q), (ctypes.c_int64 * n)(*kv), h, kvh, hd)
+    return lib.rv_predict_ns(ctypes.byref(launch), ctypes.byref(src))
+def shape(b, q, kv):
+    s = F.AttnShape(b, q, kv, h, kvh, hd)
+    return lib.rv_predict_attention_ns(ctypes.byref(launch), ctypes.byref(s), ctypes.byref(src))
+before = lib.rv_predict_ns(ctypes.byref(launch), ctypes.byref(src))
+short, long = report([1] * 64, [1024] * 64), report([1] * 64, [8192] * 64)
+# 3 decodes at KV 1000/2000/3000 and 2 chunks: (q 512, kv 512) and (q 256, kv 1280)
+mixed = report([1, 1, 1, 512, 256], [1000, 2000, 3000, 512, 1280])
+# the chunks' mean query is 384 tokens; their query-key pairs 131328 + 295040 = 426368,
+# i.e. per row 213184 = 384 kv - 384*383/2, so kv = 746.67 -> 747
+parts = shape(3, 1, 2000) + shape(2, 384, 747)
+gemm_by_batch = lib.rv_predict_by_batch(ctypes.byref(F.to_launch(gemm)))
+print(json.dumps([before, short, shape(64, 1, 1024), long, mixed, parts,
+                  lib.rv_predict_by_batch(ctypes.byref(launch)), gemm_by_batch, src.value]))
+""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet")))
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    before, short, short_shape, long, mixed, parts, attn, gemm, source = predictor_json(code, env)
+    assert short == short_shape and long > 2 * short  # 8x the KV to read
+    assert mixed == parts
+    assert before != short
+    assert attn and not gemm and source == 0

@@ -66,3 +66,34 @@ def processes_of(marker: str) -> list[str]:
         if marker in cmdline:
             found.append(f"{pid}: {cmdline}")
     return found
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Live (non-zombie) descendants of process root: pid -> command line."""
+    parent, cmd = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z":
+            parent[int(pid)], cmd[int(pid)] = int(ppid), line
+    found = {}
+    for pid in parent:
+        p = pid
+        while p in parent and p != root:
+            p = parent[p]
+        if p == root and pid != root:
+            found[pid] = cmd[pid]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from tests.timewarp.conftest import processes_of
+from tests.timewarp.conftest import alive, descendants
 
 pytestmark = pytest.mark.e2e
 
@@ -69,12 +69,14 @@ def test_sigterm_ends_the_sweep_and_the_engine_it_started(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "revati.tune.app", *ARGS,
                              "study.show_progress=false"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = str(tmp_path / "outputs")
     deadline = time.monotonic() + 300
-    while not any("vllm.entrypoints.cli.main serve" in p for p in processes_of(marker)):
+    while not any("vllm.entrypoints.cli.main serve" in cmd
+                  for cmd in descendants(proc.pid).values()):
         assert time.monotonic() < deadline, "no engine started"
         time.sleep(0.5)
+    time.sleep(2)  # the engine's own children too
+    tree = descendants(proc.pid)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=120) != 0
     time.sleep(1)
-    assert not processes_of(marker)
+    assert not {pid: cmd for pid, cmd in tree.items() if alive(pid)}
