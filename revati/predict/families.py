@@ -49,6 +49,18 @@ FAMILIES: tuple[Family, ...] = (
 # kernels as "attention", predicted from (batch, q_len, kv_len, heads, kv_heads, head_dim).
 ATTENTION_SHAPE = Family("attention_shape", ATTENTION_SHAPE_OP, target_mape=0.08)
 BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE)}
+# Names that a family's pattern would claim wrongly, matched before every family: vLLM's
+# KV-cache writes (reshape_and_cache_flash: "flash" would make them attention) are
+# element-wise copies of the step's new keys and values.
+OVERRIDES: tuple[tuple[str, str], ...] = (("reshape_and_cache", "elementwise"),
+                                          ("concat_and_cache", "elementwise"))
+
+
+def match_order() -> list[tuple[str, str]]:
+    """(pattern, family) in the order a kernel name is matched, first match wins; the
+    trainer exports it to the model index for the C predictor."""
+    return [*OVERRIDES, *((p, f.name) for f in FAMILIES if f.op == Op.KERNEL
+                          for p in f.patterns)]
 
 
 def family_of(op: int, kernel: str | None) -> str | None:
@@ -58,7 +70,4 @@ def family_of(op: int, kernel: str | None) -> str | None:
     if not kernel:
         return None
     low = kernel.lower()
-    for fam in FAMILIES:
-        if fam.op == Op.KERNEL and any(p in low for p in fam.patterns):
-            return fam.name
-    return None
+    return next((fam for pattern, fam in match_order() if pattern in low), None)

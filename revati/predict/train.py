@@ -23,7 +23,14 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from revati.predict.families import ATTENTION_SHAPE, BY_NAME, FAMILIES, Family, family_of
+from revati.predict.families import (
+    ATTENTION_SHAPE,
+    BY_NAME,
+    FAMILIES,
+    Family,
+    family_of,
+    match_order,
+)
 from revati.predict.features import (
     ATTENTION_SHAPE_OP,
     Op,
@@ -151,7 +158,7 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
         index.append(f"model {fam.name} {int(fam.op)} {len(data.names)} {fam.name}.txt")
         vocab_lines += [f"kernel {fam.name} {i} {name}" for i, name in enumerate(data.vocab)]
         report["families"][fam.name] = entry
-    index += [f"pattern {f.name} {p}" for f in FAMILIES if f.op == Op.KERNEL for p in f.patterns]
+    index += [f"pattern {fam} {p}" for p, fam in match_order()]
     index += vocab_lines
     (out / "index.txt").write_text("\n".join(index) + "\n")
     report["groups"] = {}

@@ -159,7 +159,8 @@ print(json.dumps([out, again, totals()]))
 def test_attention_follows_the_batch_the_engine_reports(tmp_path):
     """After rv_attention_batch, an attention kernel's launch (the same launch every step, as
     in a CUDA-graph replay) is predicted from the reported sequence lengths: decode rows as
-    one uniform batch, longer queries as another, FLOPs kept."""
+    one uniform batch, longer queries as another (FLOPs kept), a launch with both from the
+    two and the whole batch as one shape."""
     spec_file = tmp_path / "h200.txt"
     spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
     code = PRELUDE + """
@@ -179,8 +180,11 @@ short, long = report([1] * 64, [1024] * 64), report([1] * 64, [8192] * 64)
 # 3 decodes at KV 1000/2000/3000 and 2 chunks: (q 512, kv 512) and (q 256, kv 1280)
 mixed = report([1, 1, 1, 512, 256], [1000, 2000, 3000, 512, 1280])
 # the chunks' mean query is 384 tokens; their query-key pairs 131328 + 295040 = 426368,
-# i.e. per row 213184 = 384 kv - 384*383/2, so kv = 746.67 -> 747
-parts = shape(3, 1, 2000) + shape(2, 384, 747)
+# i.e. per row 213184 = 384 kv - 384*383/2, so kv = 746.67 -> 747. The whole batch: 5 rows,
+# 771 queries (mean 154.2 -> 154), 6000 + 426368 pairs -> kv = 637.4 -> 637. A mixed launch
+# is the geometric mean of the parts' sum and the whole.
+import math
+parts = round(math.sqrt((shape(3, 1, 2000) + shape(2, 384, 747)) * shape(5, 154, 637)))
 gemm_by_batch = lib.rv_predict_by_batch(ctypes.byref(F.to_launch(gemm)))
 print(json.dumps([before, short, shape(64, 1, 1024), long, mixed, parts,
                   lib.rv_predict_by_batch(ctypes.byref(launch)), gemm_by_batch, src.value]))

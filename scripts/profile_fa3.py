@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Profile vLLM's FlashAttention-3 kernels (`vllm.vllm_flash_attn`, `_vllm_fa3_C`) on a Hopper GPU.
+
+vLLM 0.26.0 on compute capability 9.x runs attention through FA3 (FlashAttentionImpl,
+vllm/v1/attention/backends/flash_attn.py). This sweep calls the same two functions the same way:
+per step the metadata builder's AOT schedule (`get_scheduler_metadata`, FA3 + full CUDA graphs),
+per layer `flash_attn_varlen_func(..., seqused_k, block_table, scheduler_metadata,
+fa_version=3, num_splits)` on a paged KV cache (vLLM's layout: (2, blocks, 16, kv_heads, head_dim),
+blocks in random order), bf16, causal, k/v descales expanded as vLLM passes them, num_splits 32
+(flash_attn_max_num_splits_for_cuda_graph) up to 512 tokens (max_cudagraph_capture_size),
+else 0 (FA3's heuristic). Uniform batches, the shapes Revati's engine reports
+(native/predict.c rv_attention_batch): decode (q_len 1), prefill (q_len = kv_len) and chunks
+(q_len < kv_len), for the per-GPU head layouts of the catalog models under TP 1..8.
+
+Every kernel a point launches (scheduler/prepare kernel, main kernel, split-KV combine kernel)
+is recorded through revati.profile.micro.measure (Kineto, L2 flush by reading, median of REPS),
+with the attention shape columns filled. Rows are appended to OUT/fa3_rows.jsonl after every
+chunk, so a time limit leaves a usable partial result. `--mixed` also times a few mixed
+(decode + prefill in one call) batches into OUT/fa3_mixed.jsonl, for checking the engine's
+uniform decomposition; those are not profile rows.
+
+Run on the GPU machine with the FA3 module importable (PYTHONPATH), the repo on sys.path:
+    python3 scripts/profile_fa3.py --out DIR --max-seconds 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+BLOCK = 16           # vLLM's default KV block size
+SPLITS_CG = 32       # AttentionConfig.flash_attn_max_num_splits_for_cuda_graph
+CG_MAX_TOKENS = 512  # max_cudagraph_capture_size: min(max_num_seqs * 2, 512)
+MAX_KV_TOKENS = 1 << 20  # per batch: about the KV a single H200 holds for an 8B model
+# (heads, kv_heads) of the catalog models (conf/model): Llama-3.1-8B / Mixtral 32/8,
+# Llama-3.1-70B 64/8, Qwen2.5-32B 40/8, Qwen2.5-7B 28/4, Qwen3-30B-A3B 32/4; head_dim 128.
+MODELS = ((32, 8), (64, 8), (40, 8), (28, 4), (32, 4))
+HEAD_DIM = 128
+
+
+def head_configs() -> list[tuple[int, int, int]]:
+    cfgs = set()
+    for h, kv in MODELS:
+        for tp in (1, 2, 4, 8):
+            if h % tp == 0:
+                cfgs.add((h // tp, max(1, kv // tp), HEAD_DIM))
+    return sorted(cfgs)
+
+
+def shapes(rng: random.Random) -> list[tuple[str, int, int, int]]:
+    """(sweep, batch, q_len, kv_len) per head config."""
+    out = []
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        for kv in (16, 64, 256, 1024, 4096, 16384):
+            if b * kv <= MAX_KV_TOKENS:
+                out.append(("attn_decode_fa3", b, 1, kv))
+    for _ in range(8):
+        b, kv = int(2 ** rng.uniform(0, 8)), int(2 ** rng.uniform(4, 14))
+        if b * kv <= MAX_KV_TOKENS:
+            out.append(("attn_decode_fa3", b, 1, kv))
+    for q in (16, 64, 256, 1024, 2048, 4096, 8192):
+        for b in (1, 2, 4, 8, 16):
+            if b * q <= 16384:
+                out.append(("attn_prefill_fa3", b, q, q))
+    for q in (64, 256, 512, 1024, 2048):
+        for kv in (1024, 4096, 16384):
+            for b in (1, 4):
+                if q < kv and b * kv <= MAX_KV_TOKENS:
+                    out.append(("attn_chunk_fa3", b, q, kv))
+    for _ in range(3):
+        q = int(2 ** rng.uniform(4, 13))
+        out.append(("attn_prefill_fa3", 1, q, q))
+        q, kv = int(2 ** rng.uniform(5, 11)), int(2 ** rng.uniform(11, 14))
+        if q < kv:
+            out.append(("attn_chunk_fa3", int(2 ** rng.uniform(0, 2)), q, kv))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--max-seconds", type=float, default=100.0)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--chunk", type=int, default=150)
+    ap.add_argument("--mixed", action="store_true")
+    args = ap.parse_args()
+    t_start = time.time()
+    import torch
+    from vllm.vllm_flash_attn import flash_attn_varlen_func, get_scheduler_metadata
+
+    from revati.profile import micro
+    from revati.profile.micro import Point
+
+    micro.REPS = args.reps
+    os.makedirs(args.out, exist_ok=True)
+    rows_path = os.path.join(args.out, "fa3_rows.jsonl")
+    dev = os.environ.get("REVATI_FA3_DEVICE", "cuda")  # "cpu": dry run of the sweep code
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    cfgs = head_configs()
+    # One paged KV cache per kv_heads value, shared by the head configs that have it.
+    nblocks = MAX_KV_TOKENS // BLOCK + 64
+    caches = {}
+    for kvh in sorted({c[1] for c in cfgs}):
+        kv = torch.empty(2, nblocks, BLOCK, kvh, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        kv.normal_()
+        caches[kvh] = kv.unbind(0)  # vLLM: key_cache, value_cache = kv_cache.unbind(0)
+    perm = torch.randperm(nblocks, device=dev, dtype=torch.int64).to(torch.int32)
+    one = torch.ones(1, device=dev, dtype=torch.float32)  # layer._k_scale / _v_scale
+
+    def make(sweep, h, kvh, hd, q_lens, kv_lens, attn):
+        b = len(q_lens)
+
+        def setup():
+            tokens = sum(q_lens)
+            qkv = torch.randn(tokens, (h + 2 * kvh) * hd, device=dev).to(torch.bfloat16)
+            q = qkv[:, : h * hd].view(-1, h, hd)  # vLLM's query: a view into qkv
+            out = torch.empty(tokens, h, hd, device=dev, dtype=torch.bfloat16)
+            cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], device=dev,
+                              dtype=torch.int32)
+            seqused = torch.tensor(kv_lens, device=dev, dtype=torch.int32)
+            width = -(-max(kv_lens) // BLOCK)
+            need = sum(-(-k // BLOCK) for k in kv_lens)
+            start = rng.randrange(0, nblocks - need)
+            table = torch.zeros(b, width, device=dev, dtype=torch.int32)
+            pos = start
+            for i, k in enumerate(kv_lens):
+                n = -(-k // BLOCK)
+                table[i, :n] = perm[pos:pos + n]
+                pos += n
+            kc, vc = caches[kvh]
+            descale = one.expand(b, kvh)
+            max_q, max_k = max(q_lens), max(kv_lens)
+            splits = SPLITS_CG if tokens <= CG_MAX_TOKENS else 0
+
+            def run():
+                try:
+                    return call()
+                except AssertionError as exc:  # measure() skips points on these
+                    raise ValueError(f"assertion: {exc}") from exc
+
+            def call():
+                md = get_scheduler_metadata(
+                    batch_size=b, max_seqlen_q=max_q, max_seqlen_k=max_k, num_heads_q=h,
+                    num_heads_kv=kvh, headdim=hd, cache_seqlens=seqused,
+                    qkv_dtype=torch.bfloat16, cu_seqlens_q=cu, page_size=BLOCK, causal=True,
+                    window_size=(-1, -1), num_splits=splits)
+                return flash_attn_varlen_func(
+                    q=q, k=kc, v=vc, out=out, cu_seqlens_q=cu, max_seqlen_q=max_q,
+                    seqused_k=seqused, max_seqlen_k=max_k, softmax_scale=hd ** -0.5,
+                    causal=True, alibi_slopes=None, window_size=[-1, -1], block_table=table,
+                    softcap=0, scheduler_metadata=md, fa_version=3, q_descale=None,
+                    k_descale=descale, v_descale=descale, dynamic_causal=None,
+                    num_splits=splits, s_aux=None, mask_mod=None, aux_tensors=None)
+            return run
+        return Point(sweep, setup, None, attn)
+
+    points = []
+    for h, kvh, hd in cfgs:
+        for sweep, b, q, kv in shapes(rng):
+            points.append(make(sweep, h, kvh, hd, [q] * b, [kv] * b,
+                               dict(attn_batch=b, q_len=q, kv_len=kv, heads=h, kv_heads=kvh,
+                                    head_dim=hd)))
+    random.Random(1).shuffle(points)  # a time limit then leaves a uniform subsample
+    mixed = []
+    if args.mixed:
+        mrng = random.Random(2)
+        while len(mixed) < 60:
+            h, kvh, hd = mrng.choice([(32, 8, 128), (64, 8, 128), (28, 4, 128), (8, 1, 128)])
+            nd = int(2 ** mrng.uniform(0, 8))
+            npf = mrng.choice((1, 1, 2))
+            ql = [1] * nd + [int(2 ** mrng.uniform(5, 11)) for _ in range(npf)]
+            kl = [int(2 ** mrng.uniform(6, 13)) for _ in range(nd)]
+            kl += [q + mrng.choice((0, int(2 ** mrng.uniform(6, 12)))) for q in ql[nd:]]
+            if sum(-(-k // BLOCK) for k in kl) > nblocks // 2:
+                continue
+            mixed.append(make("attn_mixed_fa3", h, kvh, hd, ql, kl,
+                              dict(heads=h, kv_heads=kvh, head_dim=hd, q_lens=ql, kv_lens=kl)))
+    print(f"[fa3] {len(points)} points (+{len(mixed)} mixed), {len(cfgs)} head configs "
+          f"{cfgs}; setup {time.time() - t_start:.1f}s", flush=True)
+    prov0 = micro.provenance(torch, " ".join(["python3", *sys.argv]))
+    with open(os.path.join(args.out, "fa3_meta.json"), "w") as f:
+        json.dump({"provenance": prov0, "planned_points": len(points)}, f, indent=1)
+    names: dict[str, int] = {}
+    done = skipped_n = 0
+    skipped: list[str] = []
+    deadline = t_start + args.max_seconds
+    with open(rows_path, "w") as f:
+        for start in range(0, len(points), args.chunk):
+            if time.time() > deadline:
+                skipped.append(f"points {start}..{len(points) - 1}: over --max-seconds")
+                break
+            chunk = points[start:start + args.chunk]
+            t0 = time.time()
+            try:
+                rows, sk = micro.measure(
+                    torch, chunk, log=lambda s: None,
+                    keep_trace=os.path.join(args.out, "fa3_trace0.json.gz") if start == 0
+                    else None)
+            except Exception as exc:  # noqa: BLE001 - keep what was measured so far
+                print(f"[fa3] chunk {start} failed: {exc!r}", flush=True)
+                skipped.append(f"chunk {start}: {exc!r}"[:300])
+                break
+            for r in rows:
+                r["point"] += start
+                names[r["kernel"]] = names.get(r["kernel"], 0) + 1
+                f.write(json.dumps(r) + "\n")
+            f.flush()
+            done += len(chunk) - len(sk)
+            skipped_n += len(sk)
+            skipped += sk[:20]
+            print(f"[fa3] points {start}..{start + len(chunk) - 1}: {len(rows)} rows, "
+                  f"{time.time() - t0:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
+    if mixed and time.time() < deadline + 10:
+        try:
+            rows, sk = micro.measure(torch, mixed, log=lambda s: None)
+            with open(os.path.join(args.out, "fa3_mixed.jsonl"), "w") as f:
+                for r in rows:
+                    p = mixed[r["point"]].attn
+                    f.write(json.dumps({**r, "q_lens": p["q_lens"], "kv_lens": p["kv_lens"],
+                                        "heads": p["heads"], "kv_heads": p["kv_heads"],
+                                        "head_dim": p["head_dim"]}) + "\n")
+            print(f"[fa3] mixed: {len(rows)} rows, {len(sk)} skipped", flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"[fa3] mixed failed: {exc!r}", flush=True)
+    prov = micro.provenance(torch, " ".join(["python3", *sys.argv]))
+    prov.update(points=done, planned_points=len(points), skipped=skipped,
+                skipped_points=skipped_n, seconds=round(time.time() - t_start, 1),
+                reps=args.reps, fa3_module=inspect.getfile(flash_attn_varlen_func),
+                what="vLLM 0.26.0 FlashAttention-3 (vllm.vllm_flash_attn, _vllm_fa3_C) as "
+                     "FlashAttentionImpl calls it: AOT scheduler metadata + "
+                     "flash_attn_varlen_func(fa_version=3), paged KV (block 16), bf16, causal")
+    with open(os.path.join(args.out, "fa3_meta.json"), "w") as f:
+        json.dump({"provenance": prov, "kernels": names}, f, indent=1)
+    print(f"[fa3] {done} points measured, {skipped_n} skipped, "
+          f"{time.time() - t_start:.1f}s", flush=True)
+    for n, c in sorted(names.items(), key=lambda x: -x[1]):
+        print(f"  {c:6d} {n[:200]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
