@@ -15,10 +15,11 @@ from tests.timewarp.conftest import revati_run
 # Each process spins until it has used CPU_S of its own CPU time (a clock the shim leaves
 # real) and prints the virtual time that took.
 CPU_S = 0.5
-BUSY = ("import time\n"
+# (one write(2) per line: the processes share the pipe, and a line is written whole)
+BUSY = ("import os, time\n"
         "c0, v0 = time.thread_time(), time.monotonic()\n"
         f"while time.thread_time() - c0 < {CPU_S}: pass\n"
-        "print(time.monotonic() - v0)\n")
+        "os.write(1, (str(time.monotonic() - v0) + chr(10)).encode())\n")
 PROCS = 3
 
 
