@@ -351,6 +351,23 @@ static struct rv_func *as_func(void *h) {
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
 
+/* The attributes the real driver derives from a kernel's resource usage. Hopper: 64K
+ * registers a block, allocated per warp in units of 256; 1024 threads a block at most. */
+static void set_resource_attrs(int *attrs, const struct rv_kernel_params *k) {
+    int max = 1024;
+    if (k->regs >= 0) attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = k->regs;
+    if (k->regs > 0) {
+        int per_warp = (k->regs * 32 + 255) / 256 * 256;
+        if (65536 / per_warp * 32 < max) max = 65536 / per_warp * 32;
+    }
+    if (k->max_threads > 0 && k->max_threads < max) max = k->max_threads;
+    attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = max;
+    attrs[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES] = k->static_smem;
+    attrs[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = k->local_bytes;
+    /* without opting in, static and dynamic shared memory share 48 KiB */
+    attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152 - k->static_smem;
+}
+
 static struct rv_func *get_func(struct rv_module *m, const char *name) {
     pthread_mutex_lock(&rv_cuda_lock);
     struct rv_func *f = m->funcs;
@@ -368,6 +385,7 @@ static struct rv_func *get_func(struct rv_module *m, const char *name) {
         f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
         for (f->params = m->params; f->params && strcmp(f->params->kernel, name);)
             f->params = f->params->next;
+        if (f->params) set_resource_attrs(f->attrs, f->params);
         f->next = m->funcs;
         m->funcs = f;
     }

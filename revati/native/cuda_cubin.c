@@ -1,8 +1,12 @@
-/* Kernel parameter layouts from the images modules are loaded from.
+/* Kernel parameter layouts and resource usage from the images modules are loaded from.
  *
  * The driver is handed fatbins (cudart, with a wrapper or without), or bare cubins (Triton).
- * The cubin for this GPU's architecture is an ELF whose .nv.info.<kernel> section lists each
- * parameter's offset and size (EIATTR_KPARAM_INFO), which cuFuncGetParamInfo reports.
+ * The cubin for this GPU's architecture is an ELF: its .nv.info.<kernel> section lists each
+ * parameter's offset and size (EIATTR_KPARAM_INFO), which cuFuncGetParamInfo reports, and
+ * the launch bounds (EIATTR_MAX_THREADS); the module-wide .nv.info section gives each
+ * kernel (by symbol) its registers (EIATTR_REGCOUNT) and stack frame (EIATTR_FRAME_SIZE);
+ * .nv.shared.<kernel> is the static shared memory. cuFuncGetAttribute reports those, so
+ * libraries that size launches by occupancy choose as on the real GPU.
  * Fatbin entries are usually zstd-compressed; libzstd is loaded when first needed, and
  * without it (or for LZ4 entries) parameter layouts are simply unknown. */
 #include "cuda_internal.h"
@@ -16,7 +20,10 @@
 #define WRAPPER_MAGIC 0x466243B1u
 #define ENTRY_ELF 2
 #define ZSTD_MAGIC 0xFD2FB528u
+#define EIATTR_MAX_THREADS 0x05
+#define EIATTR_FRAME_SIZE 0x11
 #define EIATTR_KPARAM_INFO 0x17
+#define EIATTR_REGCOUNT 0x2f
 #define EIFMT_NVAL 1
 #define EIFMT_BVAL 2
 #define EIFMT_HVAL 3
@@ -153,11 +160,14 @@ static int section_params(const unsigned char *s, uint64_t len, struct rv_kernel
                     if (ordinal + 1 > n) n = ordinal + 1;
                 }
             }
+            if (attr == EIATTR_MAX_THREADS && vlen >= 12) {   /* { u32 x, y, z } */
+                uint32_t xyz[3];
+                memcpy(xyz, s + q, 12);
+                out->max_threads = (int)(xyz[0] * xyz[1] * xyz[2]);
+            }
             q += vlen;
-        } else if (fmt == EIFMT_HVAL) {
-            q += 2;
-        } else if (fmt == EIFMT_BVAL) {
-            q += 1;
+        } else if (fmt == EIFMT_HVAL || fmt == EIFMT_BVAL) {
+            q += 2;   /* records are 4-byte aligned: a byte value is padded to two */
         } else if (fmt != EIFMT_NVAL) {
             return -1;
         }
@@ -165,11 +175,77 @@ static int section_params(const unsigned char *s, uint64_t len, struct rv_kernel
     return n;
 }
 
+/* The kernels of one image by name while it is read: big libraries' cubins hold thousands
+ * (open addressing, sized for every section and symbol of the image). */
+struct kernel_table {
+    struct rv_kernel_params **slot, *list;
+    size_t cap;
+};
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+    return h;
+}
+
+static struct rv_kernel_params *kernel_entry(struct kernel_table *t, const char *name) {
+    size_t i = name_hash(name) % t->cap;
+    for (; t->slot[i]; i = (i + 1) % t->cap)
+        if (!strcmp(t->slot[i]->kernel, name)) return t->slot[i];
+    struct rv_kernel_params *k = calloc(1, sizeof *k);
+    k->kernel = strdup(name);
+    k->regs = -1;
+    k->next = t->list;
+    t->list = k;
+    t->slot[i] = k;
+    return k;
+}
+
+/* The module-wide .nv.info: per-kernel {symbol index, value} entries. */
+static void module_info(const unsigned char *elf, size_t size, uint64_t off, uint64_t len,
+                        const unsigned char *symtab, const unsigned char *symstr,
+                        struct kernel_table *table) {
+    uint64_t sym_off, sym_len, str_off, str_len;
+    memcpy(&sym_off, symtab + 0x18, 8);
+    memcpy(&sym_len, symtab + 0x20, 8);
+    memcpy(&str_off, symstr + 0x18, 8);
+    memcpy(&str_len, symstr + 0x20, 8);
+    if (sym_off + sym_len > size || str_off + str_len > size) return;
+    const unsigned char *s = elf + off;
+    for (uint64_t q = 0; q + 2 <= len;) {
+        uint8_t fmt = s[q], attr = s[q + 1];
+        q += 2;
+        if (fmt != EIFMT_SVAL) {
+            if (fmt != EIFMT_NVAL && fmt != EIFMT_HVAL && fmt != EIFMT_BVAL) return;
+            q += fmt == EIFMT_NVAL ? 0 : 2;
+            continue;
+        }
+        uint16_t vlen;
+        memcpy(&vlen, s + q, 2);
+        q += 2;
+        if (q + vlen > len) return;
+        if ((attr == EIATTR_REGCOUNT || attr == EIATTR_FRAME_SIZE) && vlen >= 8) {
+            uint32_t sym, value, name;
+            memcpy(&sym, s + q, 4);
+            memcpy(&value, s + q + 4, 4);
+            if ((uint64_t)sym * 24 + 24 <= sym_len) {
+                memcpy(&name, elf + sym_off + (uint64_t)sym * 24, 4);   /* Elf64_Sym.st_name */
+                if (name < str_len) {
+                    struct rv_kernel_params *k =
+                        kernel_entry(table, (const char *)elf + str_off + name);
+                    if (attr == EIATTR_REGCOUNT) k->regs = (int)value;
+                    else k->local_bytes = (int)value;
+                }
+            }
+        }
+        q += vlen;
+    }
+}
+
 struct rv_kernel_params *rv_cubin_params(const void *image) {
     size_t size = 0;
     unsigned char *elf = extract_cubin(image, &size);
     if (!elf || size < 0x40) { free(elf); return NULL; }
-    struct rv_kernel_params *list = NULL;
     uint64_t shoff, strtab;
     uint16_t shentsize, shnum, shstrndx;
     memcpy(&shoff, elf + 0x28, 8);
@@ -178,6 +254,22 @@ struct rv_kernel_params *rv_cubin_params(const void *image) {
     memcpy(&shstrndx, elf + 0x3E, 2);
     if (shoff + (size_t)shentsize * shnum > size || shstrndx >= shnum) { free(elf); return NULL; }
     memcpy(&strtab, elf + shoff + (size_t)shstrndx * shentsize + 0x18, 8);
+    uint64_t info_off = 0, info_len = 0, symbols = 0;
+    const unsigned char *symtab = NULL, *symstr = NULL;
+    for (uint16_t i = 0; i < shnum; i++) {   /* every entry names a section or a symbol */
+        uint32_t type;
+        uint64_t len;
+        memcpy(&type, elf + shoff + (size_t)i * shentsize + 4, 4);
+        memcpy(&len, elf + shoff + (size_t)i * shentsize + 0x20, 8);
+        if (type == 2 /* SHT_SYMTAB */) symbols += len / 24;
+    }
+    struct kernel_table table = {.cap = 2 * (shnum + symbols) + 16};
+    table.slot = calloc(table.cap, sizeof *table.slot);
+    /* on sm_90 a kernel's .nv.shared section also holds the block's reserved system shared
+     * memory, which the driver reports apart (reservedSharedMemPerBlock) */
+    bool known;
+    int reserved = rv_attr(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, rv_current_dev(),
+                           &known);
     for (uint16_t i = 0; i < shnum; i++) {
         const unsigned char *sh = elf + shoff + (size_t)i * shentsize;
         uint32_t name;
@@ -186,13 +278,26 @@ struct rv_kernel_params *rv_cubin_params(const void *image) {
         memcpy(&off, sh + 0x18, 8);
         memcpy(&len, sh + 0x20, 8);
         const char *sname = (const char *)elf + strtab + name;
-        if (strtab + name >= size || strncmp(sname, ".nv.info.", 9) || off + len > size) continue;
-        struct rv_kernel_params *k = calloc(1, sizeof *k);
-        k->count = section_params(elf + off, len, k);
-        k->kernel = strdup(sname + 9);
-        k->next = list;
-        list = k;
+        if (strtab + name >= size) continue;
+        if (!strncmp(sname, ".nv.info.", 9) && off + len <= size) {
+            struct rv_kernel_params *k = kernel_entry(&table, sname + 9);
+            k->count = section_params(elf + off, len, k);
+        } else if (!strcmp(sname, ".nv.info") && off + len <= size) {
+            info_off = off;
+            info_len = len;
+        } else if (!strcmp(sname, ".symtab")) {
+            uint32_t link;
+            memcpy(&link, sh + 0x28, 4);
+            symtab = sh;
+            symstr = link < shnum ? elf + shoff + (size_t)link * shentsize : NULL;
+        } else if (!strncmp(sname, ".nv.shared.", 11) && strncmp(sname, ".nv.shared.reserved", 19)) {
+            kernel_entry(&table, sname + 11)->static_smem =
+                (int)len > reserved ? (int)len - reserved : (int)len;
+        }
     }
+    if (info_len && symtab && symstr)
+        module_info(elf, size, info_off, info_len, symtab, symstr, &table);
+    free(table.slot);
     free(elf);   /* only the layouts are kept: cubins of big libraries take megabytes */
-    return list;
+    return table.list;
 }

@@ -44,10 +44,15 @@ struct rv_func {
     const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
     struct rv_func *next;
 };
+/* What a loaded cubin says of one kernel. */
 struct rv_kernel_params {
     char *kernel;
-    int count;                        /* -1: malformed */
+    int count;                        /* parameters; -1: malformed */
     uint16_t size[RV_MAX_PARAMS], offset[RV_MAX_PARAMS];
+    int regs;                         /* registers per thread; -1: unknown */
+    int static_smem;                  /* bytes of static shared memory */
+    int local_bytes;                  /* local memory (stack frame) per thread */
+    int max_threads;                  /* __launch_bounds__ / maxntid product; 0: none */
     struct rv_kernel_params *next;
 };
 

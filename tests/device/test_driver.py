@@ -379,3 +379,73 @@ for i in range(5):
 print(json.dumps(layout))
 """)
     assert out == [[0, 8], [8, 4], [16, 8], [24, 1], 1]  # the 5th: CUDA_ERROR_INVALID_VALUE
+
+
+KERNELS = r"""
+extern "C" __global__ void __launch_bounds__(256) bounded(float *a) {
+    __shared__ float tile[1024];
+    tile[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    a[threadIdx.x] = tile[(threadIdx.x * 7) % 1024];
+}
+extern "C" __global__ void heavy(const float *a, float *b, int n) {
+    float acc[64];
+    #pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = a[(threadIdx.x + i * 97) % n];
+    float s = 0;
+    #pragma unroll
+    for (int r = 0; r < 8; r++)
+        #pragma unroll
+        for (int i = 0; i < 64; i++) s += acc[i] * acc[(i + r) % 64];
+    b[threadIdx.x] = s;
+}
+extern "C" __global__ void stacked(float *a, int k) {
+    float buf[512];  // indexed by run-time values: kept in local memory, a stack frame
+    for (int i = 0; i < 512; i++) buf[(i * k) % 512] = a[i];
+    a[threadIdx.x] = buf[(threadIdx.x * k + 3) % 512];
+}
+"""
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
+def test_kernel_resource_attributes_come_from_the_cubin(emulated, tmp_path):
+    """Registers, static shared memory and stack frame as ptxas reports them for the same
+    cubin; launch bounds and registers cap the threads per block."""
+    import re
+    import subprocess
+
+    (tmp_path / "k.cu").write_text(KERNELS)
+    built = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", "-o",
+                            str(tmp_path / "k.cubin"), str(tmp_path / "k.cu")],
+                           check=True, capture_output=True, text=True)
+    ptxas = {}
+    for name, body in re.findall(r"Function properties for (\w+)\n(.*?)(?=ptxas info    : "
+                                 r"Compiling|\Z)", built.stderr, re.S):
+        ptxas[name] = {"regs": int(re.search(r"Used (\d+) registers", body)[1]),
+                       "smem": int((re.search(r"(\d+) bytes smem", body) or [0, 0])[1]),
+                       "stack": int(re.search(r"(\d+) bytes stack frame", body)[1])}
+    assert set(ptxas) == {"bounded", "heavy", "stacked"}, built.stderr
+    out = driver(emulated, f"""
+init()
+image = open("{tmp_path / 'k.cubin'}", "rb").read()
+mod = c()
+ok(cu.cuModuleLoadData(ctypes.byref(mod), image))
+res = {{}}
+for name in ("bounded", "heavy", "stacked"):
+    fn = c()
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()))
+    got = []
+    for attr in (4, 1, 3, 0):  # NUM_REGS, SHARED_SIZE_BYTES, LOCAL_SIZE_BYTES, MAX_THREADS
+        v = ctypes.c_int()
+        ok(cu.cuFuncGetAttribute(ctypes.byref(v), attr, fn))
+        got.append(v.value)
+    res[name] = got
+print(json.dumps(res))
+""")
+    for name, (regs, smem, local, _) in out.items():
+        assert [regs, smem, local] == [ptxas[name]["regs"], ptxas[name]["smem"],
+                                       ptxas[name]["stack"]], (name, out, ptxas)
+    assert ptxas["bounded"]["smem"] == 4096 and ptxas["stacked"]["stack"] > 0
+    assert out["bounded"][3] == 256  # __launch_bounds__(256)
+    # 64K registers a block, allocated per warp in 256s
+    assert out["heavy"][3] == 65536 // ((ptxas["heavy"]["regs"] * 32 + 255) // 256 * 256) * 32
