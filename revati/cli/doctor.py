@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from revati.device.env import apply_env, emulated_device_env
+from revati.device.env import LIBRARY_NAMES, apply_env, emulated_device_env
 from revati.device.spec import HardwareSpec, load_spec
 from revati.timewarp.runner import NOTICES
 
@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_probe(env: dict[str, str], timing: bool) -> dict:
     cmd = [sys.executable, "-m", "revati.device.probe"]
-    if timing:
-        cmd += ["--timing", str(TIMING_LAUNCHES)]
+    if timing:  # the emulator
+        cmd += ["--timing", str(TIMING_LAUNCHES), "--interception"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"probe failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -109,6 +109,16 @@ def compare(spec: HardwareSpec, report: dict, gpus: int | None,
         checks.append(("NVML memory", totals == {spec.nvml_memory_bytes}, f"{sorted(totals)}"))
     elif "nvml_error" in report:
         checks.append(("NVML", False, report["nvml_error"]))
+    if "interception" in report:
+        got = report["interception"]
+        for lib, names in LIBRARY_NAMES.items():
+            checks.append((f"intercepted {'/'.join(names)}", lib in got["loaded"],
+                           lib if lib in got["loaded"] else f"{lib} not loaded"))
+        if got["cuda_entry_points"]:
+            done, total = got["cuda_entry_points"]
+            checks.append(("CUDA driver entry points", done > 0,
+                           f"{done} of {total} implemented; the other {total - done} log their "
+                           "name and return an error (revati doctor --last-run lists those hit)"))
     if "timing" in report:
         t = report["timing"]
         want = t["launches"] * TIMING_NS / 1e9

@@ -25,7 +25,7 @@ NATIVE_DIR = pathlib.Path(__file__).resolve().parents[1] / "native"
 # built library -> names it must be found under. The device libraries find the core and
 # the predictor through $ORIGIN, which is the directory of the link, not of its target,
 # so those two are linked under their own names.
-_LIBRARY_NAMES = {
+LIBRARY_NAMES = {
     "librevati_cuda.so": ("libcuda.so.1", "libcuda.so"),
     "librevati_nvml.so": ("libnvidia-ml.so.1", "libnvidia-ml.so"),
     "librevati_nccl.so": ("libnccl.so.2",),
@@ -51,7 +51,7 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
     """Directory with libcuda.so.1 / libnvidia-ml.so.1 pointing at the built shim."""
     lib = workdir / "lib"
     lib.mkdir(parents=True, exist_ok=True)
-    for built, names in _LIBRARY_NAMES.items():
+    for built, names in LIBRARY_NAMES.items():
         target = NATIVE_DIR / built
         if not target.is_file():
             raise ShimNotBuiltError(

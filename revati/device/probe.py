@@ -77,9 +77,34 @@ def probe_timing(launches: int) -> dict:
     return {"launches": launches, "queued_s": queued, "synchronized_s": time.perf_counter() - start}
 
 
+def probe_interception() -> dict:
+    """Which of Revati's libraries this process has loaded (after cuInit and NVML), under
+    the names it stands in for, and how many CUDA driver entry points are implemented."""
+    import ctypes
+    import os
+
+    from revati.device.env import LIBRARY_NAMES
+
+    with open("/proc/self/maps") as f:
+        loaded = {os.path.basename(fields[5]) for fields in map(str.split, f)
+                  if len(fields) >= 6 and fields[5].startswith("/")}
+    out: dict[str, object] = {"loaded": {lib: list(names) for lib, names in LIBRARY_NAMES.items()
+                                         if lib in loaded}}
+    try:
+        cov = ctypes.CDLL("libcuda.so.1").rv_cuda_coverage
+        implemented, total = ctypes.c_int(), ctypes.c_int()
+        cov(ctypes.byref(implemented), ctypes.byref(total))
+        out["cuda_entry_points"] = [implemented.value, total.value]
+    except (OSError, AttributeError):
+        out["cuda_entry_points"] = None  # a real driver
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--timing", type=int, metavar="LAUNCHES", default=0)
+    parser.add_argument("--interception", action="store_true",
+                        help="also report which libraries are interposed")
     args = parser.parse_args(argv)
     out = probe_driver()
     try:
@@ -88,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         out["nvml_error"] = str(e)
     if args.timing:
         out["timing"] = probe_timing(args.timing)
+    if args.interception:
+        out["interception"] = probe_interception()
     json.dump(out, sys.stdout)
     print()
     return 0

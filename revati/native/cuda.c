@@ -658,3 +658,16 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
     return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
+
+/* For `revati doctor`: how many of the exported driver entry points are implemented; the
+ * others are the generated weak stubs (section rv_cuda_stubs), which log their name and
+ * fail. */
+extern const char __start_rv_cuda_stubs[], __stop_rv_cuda_stubs[];
+RV_EXPORT void rv_cuda_coverage(int *implemented, int *total) {
+    *implemented = *total = 0;
+    for (const struct rv_sym *s = rv_sym_table; s->name; s++) {
+        const char *fn = (const char *)s->fn;
+        ++*total;
+        if (fn < __start_rv_cuda_stubs || fn >= __stop_rv_cuda_stubs) ++*implemented;
+    }
+}

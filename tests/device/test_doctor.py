@@ -1,4 +1,5 @@
 import importlib.util
+import re
 
 import pytest
 
@@ -51,3 +52,18 @@ def test_doctor_passes_on_the_emulator(capsys):
     assert revati_main(["doctor", "--hardware", "h200_sxm", "--gpus", "2"]) == 0
     out = capsys.readouterr().out
     assert "[FAIL]" not in out and "synchronize waits for queued kernels" in out
+    # what is intercepted: every library of the shim, and the driver's coverage
+    assert "[ok] intercepted libcuda.so.1/libcuda.so: librevati_cuda.so" in out
+    assert "[ok] intercepted libnccl.so.2: librevati_nccl.so" in out
+    done, total = map(int, re.search(r"CUDA driver entry points: (\d+) of (\d+)", out).groups())
+    assert 0 < done < total
+
+
+def test_an_interposer_that_is_not_loaded_fails_the_check():
+    spec = load_spec("h200_sxm")
+    report = report_for(spec)
+    report["interception"] = {"loaded": {"librevati_cuda.so": ["libcuda.so.1", "libcuda.so"]},
+                              "cuda_entry_points": [300, 600]}
+    failed = [c for c, ok, _ in compare(spec, report, gpus=1) if not ok]
+    assert "intercepted libnccl.so.2" in failed
+    assert "intercepted libcuda.so.1/libcuda.so" not in failed
