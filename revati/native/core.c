@@ -161,12 +161,16 @@ int64_t rv_virtual_ns(clockid_t clk) {
     return rv_shm && rv_warped_clock(clk) ? rv_warp_ns(clk, t) : t;
 }
 
-int64_t rv_real_wait_ns(int64_t vleft) {
-    if (!rv_shm || vleft <= 0 || vleft == RV_NO_DEADLINE) return vleft;
-    int64_t rate = atomic_load_explicit(&rv_shm->rate_ppm, memory_order_relaxed);
-    if (rate >= RV_RATE_ONE || rate <= 0) return vleft;
+int64_t rv_real_for_virt(int64_t vleft, int64_t rate_ppm) {
+    if (vleft <= 0 || vleft == RV_NO_DEADLINE || rate_ppm >= RV_RATE_ONE || rate_ppm <= 0)
+        return vleft;
     /* slower virtual time: the same virtual wait takes longer in real time */
-    return (int64_t)((__int128)vleft * RV_RATE_ONE / rate) + 1;
+    return (int64_t)((__int128)vleft * RV_RATE_ONE / rate_ppm) + 1;
+}
+
+int64_t rv_real_wait_ns(int64_t vleft) {
+    if (!rv_shm) return vleft;
+    return rv_real_for_virt(vleft, atomic_load_explicit(&rv_shm->rate_ppm, memory_order_relaxed));
 }
 
 bool rv_attached(void) { return rv_shm != NULL; }

@@ -44,6 +44,7 @@ int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs);
 int64_t rv_map_virt(int64_t base_real, int64_t base_virt, int64_t rate_ppm, int64_t real);
 uint32_t rv_map_gen(void);         /* changes whenever the clock map does */
 int64_t rv_warp_ns(clockid_t clk, int64_t real); /* virtual value of a warped clock's reading */
+int64_t rv_real_for_virt(int64_t vleft, int64_t rate_ppm); /* real ns of vleft at a rate */
 int64_t rv_real_wait_ns(int64_t vleft); /* real ns a wait of vleft virtual ns takes now */
 
 /* Waits with an explicit wake kind (enum rv_wake_kind). */

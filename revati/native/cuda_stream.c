@@ -633,12 +633,8 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
         else {
             /* a graph replays the same launches every time: predict each node once, except
              * attention, whose cost follows the batch the engine reported for this step */
-            if (n->predicted < 0) {
-                n->by_batch = rv_predict_by_batch(&n->l);
-                n->predicted = rv_predict_ns(&n->l, NULL);
-            } else if (n->by_batch) {
-                n->predicted = rv_predict_ns(&n->l, NULL);
-            }
+            if (n->predicted < 0) n->by_batch = rv_predict_by_batch(&n->l);
+            if (n->predicted < 0 || n->by_batch) n->predicted = rv_predict_ns(&n->l, NULL);
             append_timed(s, &n->l, n->name, n->predicted);
         }
     }

@@ -308,13 +308,6 @@ static int64_t wake_due(int64_t now_v) {
     return next;
 }
 
-/* Real ns that vleft virtual ns take at the current rate. */
-static int64_t real_wait(int64_t vleft) {
-    int64_t rate = atomic_load(&S->rate_ppm);
-    if (vleft <= 0 || rate >= RV_RATE_ONE) return vleft;
-    return (int64_t)((__int128)vleft * RV_RATE_ONE / rate) + 1;
-}
-
 /* Count the emulated threads the kernel has runnable and set the clock rate for the
  * next interval: cores/runnable of real speed while they outnumber the cores. The
  * interval just ended ran at the rate set by the previous sample. */
@@ -330,7 +323,7 @@ static void sample_contention(int64_t now, int64_t interval) {
     sampled_real += interval;
     if (rate < RV_RATE_ONE) {
         dilated_real += interval;
-        dilated_virt += (int64_t)((__int128)interval * rate / RV_RATE_ONE);
+        dilated_virt += rv_map_virt(0, 0, rate, interval);
     }
     samples++;
     runnable_sum += runnable;
@@ -398,7 +391,9 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
             last_sample = now;
         }
         int64_t now_v = virt_at(now), next = wake_due(now_v);
-        int64_t left = next == RV_NO_DEADLINE ? RV_REAP_NS : real_wait(next - now_v);
+        int64_t left = next == RV_NO_DEADLINE
+                           ? RV_REAP_NS
+                           : rv_real_for_virt(next - now_v, atomic_load(&S->rate_ppm));
         int64_t retry = left < RV_REAP_NS ? left : RV_REAP_NS;
         enum step st = try_jump(false, &retry);
         if (st == STEP_BUSY && running_threads_stalled(now)) st = try_jump(true, &retry);

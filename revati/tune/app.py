@@ -12,7 +12,6 @@ stops the program before any trial with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sys
 
@@ -21,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from revati.cli.main import exit_on_sigterm
 from revati.models.catalog import CONF_DIR
+from revati.timewarp.timekeeper import host_cores
 from revati.tune.errors import ConfigError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
@@ -40,8 +40,7 @@ def study_id(override_dirname: str) -> str:
 def register_resolvers() -> None:
     """The interpolations conf/ uses beyond OmegaConf's own."""
     OmegaConf.register_new_resolver("study_id", study_id, replace=True)
-    OmegaConf.register_new_resolver("usable_cores", lambda: len(os.sched_getaffinity(0)),
-                                    replace=True)
+    OmegaConf.register_new_resolver("usable_cores", host_cores, replace=True)
 
 
 def _fail(exc: Exception) -> None:

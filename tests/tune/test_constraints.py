@@ -28,10 +28,10 @@ def test_llama70b_tp_pp_grid_on_h200(make_cfg):
 
 
 def test_host_cores_defaults_to_this_host_and_bounds_the_workers(make_cfg):
-    import os
+    from revati.timewarp.timekeeper import host_cores
 
     cfg = make_cfg()
-    assert cfg.parallelism.host_cores == len(os.sched_getaffinity(0))
+    assert cfg.parallelism.host_cores == host_cores()
     _with(cfg, parallelism__host_cores=4, parallelism__tensor_parallel_size=2,
           parallelism__pipeline_parallel_size=2)
     reason = first_violation(cfg, ("host_cores",))
