@@ -59,7 +59,7 @@ setup(
                    ["dl", "pthread", "rt"]),
         native_lib("librevati_predict", ["predict.c"], ["dl", "pthread", "m"]),
         native_lib("librevati_cuda", CUDA_SOURCES,
-                   ["revati_time", "revati_predict", "dl", "pthread"],
+                   ["revati_time", "revati_predict", "dl", "pthread", "m"],
                    ["-Wl,-soname,libcuda.so.1", "-Wl,-rpath,$ORIGIN"], [CUDA_INCLUDE]),
         native_lib("librevati_nvml", ["nvml.c", "cuda_spec.c"], ["revati_time", "pthread"],
                    ["-Wl,-soname,libnvidia-ml.so.1", "-Wl,-rpath,$ORIGIN"]),

@@ -4,10 +4,14 @@
 # with a torch CUDA build, pandas, pyarrow, PyYAML and (for devinfo) nvidia-ml-py installed.
 #   scripts/profile_h200.sh OUT_DIR [CUDA_H]
 # CUDA_H: a cuda.h (or its CUdevice_attribute enum) when the machine has no CUDA headers.
-# Then, on any machine:
+# Then, on any machine (no GPU needed):
 #   revati profile merge --out revati/predict/data/profiles/h200 OUT_DIR/gemm OUT_DIR/rest
 #   cp OUT_DIR/e2e/* revati/predict/data/profiles/h200/
+#   revati profile args --profile revati/predict/data/profiles/h200   # kernel-argument sizes
 #   revati predictor train --profile revati/predict/data/profiles/h200
+#   revati predictor e2e --hardware h200_sxm --out revati/predict/data/models/h200/e2e_emulated.json
+# and the sustained-power figures of conf/hardware/h200_sxm.yaml:
+#   python scripts/power_h200.py fit OUT_DIR/power.json
 set -euo pipefail
 OUT=${1:?usage: $0 OUT_DIR [CUDA_H]}
 CUDA_H=${2:-}
@@ -18,10 +22,13 @@ gcc -O2 -fvisibility=hidden -std=gnu11 -D_GNU_SOURCE -shared -fPIC \
     -o revati/native/librevati_predict.so revati/native/predict.c -ldl -lpthread -lm
 mkdir -p "$OUT"
 $PY -m revati.profile.devinfo --out "$OUT/devinfo.json" ${CUDA_H:+--cuda-h "$CUDA_H"}
-# Two runs, each under its own time budget, so a lease that ends early keeps the first.
+# Two runs, each under its own time budget, so a lease that ends early keeps the first. The
+# prefixes of the second include the *_offgrid sweeps, which the shipped profile measured in a
+# run of their own (2026-12-01 12:14 UTC).
 $PY -m revati.profile.micro --out "$OUT/gemm" --only gemm_bf16,gemm_fp8,gemm_fp16 \
     --max-seconds 200 2>&1 | tee "$OUT/micro.log"
 $PY -m revati.profile.micro --out "$OUT/rest" --max-seconds 200 \
     --only rms,elementwise,reduce,silu,rotary,sampling,embedding,memcpy,attn_decode,attn_prefill,attn_chunk \
     2>&1 | tee -a "$OUT/micro.log"
-$PY -m revati.profile.e2e --out "$OUT/e2e"
+$PY -m revati.profile.e2e --out "$OUT/e2e" --reps 11
+$PY scripts/power_h200.py measure "$OUT/power.json"

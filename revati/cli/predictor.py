@@ -3,6 +3,8 @@
     revati predictor train --profile DIR [--out DIR]   one LightGBM model per kernel family
     revati predictor report --hardware h200            per family: samples, held-out MAPE,
                                                        p90 abs % error, share of GPU time
+    revati predictor e2e --hardware h200_sxm           the profile's e2e forwards on an
+                                                       emulated GPU against the measured ones
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _e2e(args: argparse.Namespace) -> int:
+    import json
+
+    from revati.predict import emulated_e2e, registry
+    from revati.profile.e2e import ARCHS
+
+    profile = args.profile or registry.profile_dir(args.hardware.split("_")[0])
+    result = emulated_e2e.compare(profile, emulated_e2e.run_emulated(args.hardware,
+                                                                     args.arch or list(ARCHS)))
+    print(emulated_e2e.render(result))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("predictor", help="train and report duration models",
                                    description=__doc__,
@@ -45,3 +62,11 @@ def register(subparsers) -> None:
     rep.add_argument("--hardware", default="h200")
     rep.add_argument("--models", type=Path, default=None, help="a models folder instead")
     rep.set_defaults(func=_report)
+    e2e = sub.add_parser("e2e", help="the profile's e2e forwards, emulated vs measured")
+    e2e.add_argument("--hardware", default="h200_sxm", help="the emulated GPU")
+    e2e.add_argument("--profile", type=Path, default=None,
+                     help="profile holding the measured e2e_<arch>.json (default: the "
+                          "package's for this GPU)")
+    e2e.add_argument("--arch", nargs="+", default=None, help="architectures (default: all)")
+    e2e.add_argument("--out", type=Path, default=None, help="also write the result as JSON")
+    e2e.set_defaults(func=_e2e)

@@ -5,6 +5,8 @@
     revati profile devinfo --out FILE   every attribute the driver, torch and NVML report
     revati profile merge --out DIR IN...  one profile out of several runs on one GPU model
     revati profile trace --out DIR -- python-program ...  every launch of a Python program
+    revati profile args --profile DIR   kernel-argument features of a profile, replayed on an
+                                        emulated GPU (no GPU needed)
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _args(args: argparse.Namespace) -> int:
+    from revati.profile import args as launch_args
+
+    return launch_args.run(args)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("profile", help="measure a real GPU into a hardware profile",
                                    description=__doc__,
@@ -74,3 +82,8 @@ def register(subparsers) -> None:
     tr = sub.add_parser("trace", help="record every GPU launch of a Python program")
     trace_arguments(tr)
     tr.set_defaults(func=_trace)
+    from revati.profile.args import add_arguments as args_arguments
+
+    ar = sub.add_parser("args", help="kernel-argument features from an emulated replay (no GPU)")
+    args_arguments(ar)
+    ar.set_defaults(func=_args)

@@ -84,6 +84,9 @@ class HardwareSpec:
     attributes: Mapping[str, int]
     # attribute -> what the real GPU reports where the emulator deliberately differs
     emulated_differences: Mapping[str, int]
+    # How compute-bound work slows down once the GPU runs at its power limit (DESIGN 1.3,
+    # docs/predictor.md "Sustained load"): keys POWER_KEYS; None: not modelled
+    sustained_power: Mapping[str, float] | None = None
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -180,7 +183,23 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         attributes=attributes,
         emulated_differences={str(k): int(v) for k, v in
                               (raw.get("emulated_differences") or {}).items()},
+        sustained_power=_sustained_power(raw.get("sustained_power"), path),
     )
+
+
+POWER_KEYS = ("gemm_slowdown", "attention_slowdown", "time_constant_ms")
+
+
+def _sustained_power(raw: Any, path: pathlib.Path) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {*POWER_KEYS, "measured"}:
+        raise SpecError(f"{path}: sustained_power takes {', '.join(POWER_KEYS)}")
+    out = {k: _positive(_need(raw, k, path), f"sustained_power.{k}", path, float)
+           for k in POWER_KEYS}
+    if out["gemm_slowdown"] < 1 or out["attention_slowdown"] < 1:
+        raise SpecError(f"{path}: sustained_power slowdowns are factors >= 1")
+    return out
 
 
 def flat_lines(spec: HardwareSpec) -> list[str]:
@@ -214,6 +233,8 @@ def flat_lines(spec: HardwareSpec) -> list[str]:
     lines = [f"{k} {v}" for k, v in scalar.items()]
     lines += [f"pci_bus_id.{i} {b}" for i, b in enumerate(spec.pci_bus_ids)]
     lines += [f"attr.{k} {v}" for k, v in sorted(spec.device_attributes().items())]
+    if spec.sustained_power:
+        lines += [f"power.{k} {v!r}" for k, v in spec.sustained_power.items()]
     return lines
 
 

@@ -351,6 +351,34 @@ static struct rv_func *as_func(void *h) {
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
 
+void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l) {
+    struct rv_func *x = as_func(f);
+    const struct rv_kernel_params *k = x ? x->params : NULL;
+    if (k) l->shared_bytes += (uint32_t)k->static_smem;   /* CUPTI reports static + dynamic */
+    if (l->op != RV_OP_KERNEL) return;
+    l->arg_max = l->arg_sum = -1;
+    if (!k || k->count < 0) return;
+    const void *values[RV_MAX_PARAMS];
+    if (params) {
+        for (int i = 0; i < k->count; i++) values[i] = params[i];
+    } else {
+        /* extra: CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+         * CU_LAUNCH_PARAM_END; the buffer holds the parameters at the cubin's offsets */
+        const char *buf = NULL;
+        size_t len = 0;
+        for (void **e = extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
+            if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = e[1];
+            else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) len = *(size_t *)e[1];
+        }
+        if (!buf && k->count > 0) return;
+        for (int i = 0; i < k->count; i++) {
+            if ((size_t)k->offset[i] + k->size[i] > len) return;
+            values[i] = buf + k->offset[i];
+        }
+    }
+    rv_arg_sizes(k->count, k->size, values, &l->arg_max, &l->arg_sum);
+}
+
 /* The attributes the real driver derives from a kernel's resource usage. Hopper: 64K
  * registers a block, allocated per warp in units of 256; 1024 threads a block at most. */
 static void set_resource_attrs(int *attrs, const struct rv_kernel_params *k) {

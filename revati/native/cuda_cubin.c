@@ -292,7 +292,7 @@ struct rv_kernel_params *rv_cubin_params(const void *image) {
             symstr = link < shnum ? elf + shoff + (size_t)link * shentsize : NULL;
         } else if (!strncmp(sname, ".nv.shared.", 11) && strncmp(sname, ".nv.shared.reserved", 19)) {
             kernel_entry(&table, sname + 11)->static_smem =
-                (int)len > reserved ? (int)len - reserved : (int)len;
+                (int)len >= reserved ? (int)len - reserved : (int)len;
         }
     }
     if (info_len && symtab && symstr)

@@ -64,6 +64,11 @@ struct rv_ctx *rv_current_ctx(void);
 int rv_current_dev(void);                       /* device of the current context, else 0 */
 struct rv_ctx *rv_primary_ctx(int dev);
 const char *rv_func_name(CUfunction f);         /* mangled name, "?" if not ours */
+/* What f's cubin adds to a launch's features, as a real GPU's profiler reports them: static
+ * shared memory on top of the dynamic bytes in l->shared_bytes and, for a plain kernel, the
+ * sizes among its arguments (cuLaunchKernel's kernelParams or extra; -1 when f's parameter
+ * layout is unknown). */
+void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l);
 int rv_attr(int attribute, int dev, bool *known);
 CUresult rv_unimplemented(const char *name);    /* logs once, NOT_SUPPORTED */
 /* A persistent copy of a formatted name (rv_log_once keeps the pointer it is given). */

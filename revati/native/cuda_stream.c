@@ -10,10 +10,13 @@
  * recorded as graph nodes instead, and a graph launch queues its nodes in order. */
 #include "cuda_internal.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RV_MAGIC_STREAM 0x52565354u
 #define RV_MAGIC_EVENT 0x52564556u
@@ -151,9 +154,28 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->by_batch = false;
 }
 
+/* Each GPU's power state (rv_power_load): h in [0, 1], how close the GPU is to holding its
+ * power limit, relaxing toward the power draw of the work it runs (1 for compute-bound work,
+ * 0 when idle or memory-bound) with the spec's time constant, in virtual time. A launch that
+ * starts at state h takes its predicted (cold, boost-clock) duration times 1 + hot_extra * h.
+ * Concurrent streams of a device share its state, updated in the order work is queued. */
+static struct { double h; int64_t t; } g_power[RV_MAX_GPUS];
+
+static int64_t under_power(int dev, const struct rv_launch *l, int64_t start, int64_t dur) {
+    double extra, tau, load = rv_power_load(l, &extra, &tau);
+    if (tau <= 0) return dur;
+    if (start > g_power[dev].t) g_power[dev].h *= exp(-(double)(start - g_power[dev].t) / tau);
+    int64_t d = llround((double)dur * (1 + extra * g_power[dev].h));
+    if (d != dur) rv_power_count(d - dur);
+    g_power[dev].h = load + (g_power[dev].h - load) * exp(-(double)d / tau);
+    if (start + d > g_power[dev].t) g_power[dev].t = start + d;
+    return d;
+}
+
 /* Put one operation of predicted duration dur on s's timeline. Holds g_tl. */
 static void append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur) {
     int64_t start = ready_time(s);
+    dur = under_power(s->dev, l, start, dur);
     s->tail = start + dur;
     if (!rv_tracing()) return;
     char args[160];
@@ -172,8 +194,32 @@ static void append(struct stream *s, const struct rv_launch *l, const char *name
     append_timed(s, l, name, rv_predict_ns(l, NULL));
 }
 
+/* REVATI_LAUNCH_LOG=<file>: one tab-separated line per queued operation, in the order the
+ * program queues them, with the launch features the predictor sees. `revati profile args`
+ * reads it to give a real-GPU profile the features only an emulated launch shows (kernel
+ * arguments); a program may append its own marker lines (O_APPEND keeps the order). */
+static int g_log_fd = -2;
+static pthread_once_t g_log_once = PTHREAD_ONCE_INIT;
+static void open_log(void) {
+    const char *path = getenv("REVATI_LAUNCH_LOG");
+    g_log_fd = path && *path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (path && *path && g_log_fd < 0) rv_log(RV_ERROR, "REVATI_LAUNCH_LOG=%s: cannot open", path);
+}
+static void log_launch(const struct rv_launch *l) {
+    pthread_once(&g_log_once, open_log);
+    if (g_log_fd < 0) return;
+    char line[4096];
+    int n = snprintf(line, sizeof line, "%d\t%s\t%u\t%u\t%u\t%u\t%u\t%u\t%u\t%" PRId64 "\t%d\t%"
+                     PRId64 "\t%" PRId64 "\n", l->op, l->kernel ? l->kernel : "", l->grid[0],
+                     l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                     l->shared_bytes, l->bytes, l->copy_kind, l->arg_max, l->arg_sum);
+    if (n > 0 && (size_t)n < sizeof line && write(g_log_fd, line, (size_t)n) != n)
+        rv_log(RV_ERROR, "REVATI_LAUNCH_LOG: short write");
+}
+
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    log_launch(l);
     pthread_mutex_lock(&g_tl);
     struct stream *s = resolve(h);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
@@ -242,7 +288,7 @@ void rv_cuda_gemm_begin(const struct rv_launch *gemm) {
 void rv_cuda_gemm_end(void) { t_gemm_pending = false; }
 
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned shm, CUstream s) {
+                       unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     const char *name = rv_func_name(f);
     struct rv_launch l = {.op = RV_OP_KERNEL};
@@ -255,20 +301,21 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;
+    rv_func_launch_features(f, params, extra, &l);
     return rv_enqueue(s, &l, name);
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
-    return launch(f, gx, gy, gz, bx, by, bz, shm, s);
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                  c->sharedMemBytes, c->hStream);
+                  c->sharedMemBytes, c->hStream, params, extra);
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                    unsigned by, unsigned bz, unsigned shm, CUstream s, void **params) {
-    return launch(f, gx, gy, gz, bx, by, bz, shm, s);
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, NULL);
 }
 
 /* ---- host functions: run by one worker thread when the stream reaches them ------------ */

@@ -86,17 +86,24 @@ static double coll_wire_bytes(int coll, double bytes, int n)
     }
 }
 
+/* A GEMM's seconds of tensor-core work (tc) and of HBM traffic (tm) at peak rates. */
+static void gemm_times(const struct rv_launch *l, const double *spec, double *tc, double *tm)
+{
+    double b = l->batch > 0 ? (double)l->batch : 1.0;
+    double m = (double)l->m, n = (double)l->n, k = (double)l->k;
+    double bytes = b * (m * k * dtype_bytes(l->dtype_a) + k * n * dtype_bytes(l->dtype_b) +
+                        m * n * dtype_bytes(l->dtype_c));
+    *tc = 2.0 * m * n * k * b / peak_flops(spec, l->dtype_a);
+    *tm = bytes / spec[SP_HBM];
+}
+
 /* Seconds of pure work (no launch overhead) by the roofline. */
 static double roofline_s(const struct rv_launch *l, const double *spec)
 {
     switch (l->op) {
     case RV_OP_GEMM: {
-        double b = l->batch > 0 ? (double)l->batch : 1.0;
-        double m = (double)l->m, n = (double)l->n, k = (double)l->k;
-        double flops = 2.0 * m * n * k * b;
-        double bytes = b * (m * k * dtype_bytes(l->dtype_a) + k * n * dtype_bytes(l->dtype_b) +
-                            m * n * dtype_bytes(l->dtype_c));
-        double tc = flops / peak_flops(spec, l->dtype_a), tm = bytes / spec[SP_HBM];
+        double tc, tm;
+        gemm_times(l, spec, &tc, &tm);
         return tc > tm ? tc : tm;
     }
     case RV_OP_MEMCPY:
@@ -136,7 +143,8 @@ static const char *const gemm_names[] = {
     "log2_flops", "log2_bytes", "log_roofline_ns"};
 static const char *const kernel_names[] = {
     "kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-    "shared_bytes", "blocks", "threads_per_block", "log2_threads", "waves", "log_roofline_ns"};
+    "shared_bytes", "blocks", "threads_per_block", "log2_threads", "waves", "log2_arg_max",
+    "log2_arg_sum", "log_roofline_ns"};
 static const char *const copy_names[] = {"copy_kind", "bytes", "log2_bytes", "log_roofline_ns"};
 static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes",
                                          "log_roofline_ns"};
@@ -144,7 +152,11 @@ static const char *const attn_names[] = {  /* op 100, attention by shape */
     "kernel_id", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim", "log2_flops",
     "log2_bytes", "log_roofline_ns"};
 
-#define NFEAT_MAX 16
+#define NFEAT_MAX 24  /* features.NFEAT_MAX mirrors it */
+#define NFEAT(names) (sizeof names / sizeof *names)
+_Static_assert(NFEAT(gemm_names) <= NFEAT_MAX && NFEAT(kernel_names) <= NFEAT_MAX &&
+               NFEAT(copy_names) <= NFEAT_MAX && NFEAT(coll_names) <= NFEAT_MAX &&
+               NFEAT(attn_names) <= NFEAT_MAX, "a feature vector outgrew NFEAT_MAX");
 
 static int feature_count(int op, const char *const **names)
 {
@@ -168,6 +180,28 @@ EXPORT const char *rv_feature_name(int op, int i)
 }
 
 static double lg2(double x) { return x > 0 ? log2(x) : 0; }
+static double lg2_arg(int64_t x) { return x < 0 ? NAN : lg2((double)x); } /* -1: unknown */
+
+EXPORT void rv_arg_sizes(int count, const uint16_t *size, const void *const *values,
+                         int64_t *arg_max, int64_t *arg_sum)
+{
+    *arg_max = *arg_sum = 0;
+    for (int i = 0; i < count; i++) {
+        int64_t v = 0;
+        if (size[i] == 4) {
+            uint32_t u;
+            memcpy(&u, values[i], 4);
+            v = u < (1u << 24) ? u : 0;
+        } else if (size[i] == 8) {
+            memcpy(&v, values[i], 8);
+            v = v < (1LL << 31) ? v : 0;
+        }
+        if (v > 0) {
+            if (v > *arg_max) *arg_max = v;
+            *arg_sum += v;
+        }
+    }
+}
 
 /* Fills out[] (at least NFEAT_MAX) and returns the count, or -1 for an unknown op. */
 EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel_id, double *out)
@@ -190,7 +224,8 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
         double tpb = (double)l->block[0] * l->block[1] * l->block[2];
         double v[] = {kernel_id, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
                       l->block[2], l->shared_bytes, blocks, tpb, lg2(blocks * tpb),
-                      blocks / spec[SP_SM_COUNT], lroof};
+                      blocks / spec[SP_SM_COUNT], lg2_arg(l->arg_max), lg2_arg(l->arg_sum),
+                      lroof};
         memcpy(out, v, sizeof v);
         return sizeof v / sizeof *v;
     }
@@ -259,6 +294,12 @@ EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *sp
 /* ---------------------------------------------------------------- state */
 
 static double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fallback */
+/* Optional spec keys (revati/device/spec.py sustained_power): slowdown factors of
+ * compute-bound GEMMs and attention at the power limit, and the power state's time constant;
+ * zero when the spec has none (sustained power not modelled). */
+static const char *const power_keys[] = {"power.gemm_slowdown", "power.attention_slowdown",
+                                         "power.time_constant_ms"};
+static double g_power[3];
 static double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 static int64_t g_fixed_ns = -1;
 
@@ -311,7 +352,10 @@ static void load_spec(const char *path)
         if (sscanf(line, "%127s %255s", key, val) != 2 || key[0] == '#') continue;
         for (int i = 0; i < SP_N; i++)
             if (!strcmp(key, spec_keys[i])) { g_spec[i] = strtod(val, NULL); seen[i] = 1; }
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(key, power_keys[i])) g_power[i] = strtod(val, NULL);
     }
+    if (!(g_power[0] >= 1 && g_power[1] >= 1 && g_power[2] > 0)) memset(g_power, 0, sizeof g_power);
     fclose(f);
     for (int i = 0; i < SP_N; i++)
         if (!seen[i] || (i != SP_LAUNCH_NS && g_spec[i] <= 0)) {
@@ -453,7 +497,7 @@ static void init(void)
 struct key {
     int op;
     uint32_t grid[3], block[3], shared_bytes;
-    int64_t m, n, k, batch, bytes;
+    int64_t m, n, k, batch, bytes, arg_max, arg_sum;
     int dtype_a, dtype_b, dtype_c, trans_a, trans_b, copy_kind, coll, nranks;
     uint64_t name_hash;
     struct rv_attn_shape attn; /* zero unless predicted by shape */
@@ -499,6 +543,7 @@ static void make_key(struct key *k, const struct rv_launch *l, const struct rv_a
     memcpy(k->block, l->block, sizeof k->block);
     k->shared_bytes = l->shared_bytes;
     k->m = l->m; k->n = l->n; k->k = l->k; k->batch = l->batch; k->bytes = l->bytes;
+    k->arg_max = l->arg_max; k->arg_sum = l->arg_sum;
     k->dtype_a = l->dtype_a; k->dtype_b = l->dtype_b; k->dtype_c = l->dtype_c;
     k->trans_a = l->trans_a; k->trans_b = l->trans_b;
     k->copy_kind = l->copy_kind; k->coll = l->coll; k->nranks = l->nranks;
@@ -745,6 +790,54 @@ EXPORT int64_t rv_predict_attention_ns(const struct rv_launch *l, const struct r
                                        int *source)
 {
     return predict(l, a, source);
+}
+
+/* ---------------------------------------------------------------- sustained power */
+
+/* Compute-bound work slows down once the GPU holds its power limit: on the H200 the SM clock
+ * fell from 1,980 to about 1,470 MHz within some 50 ms of back-to-back compute-bound GEMMs,
+ * which then took 1.18-1.27x their time at boost clock (attention prefill 1.31-1.36x), while
+ * memory-bound GEMMs, copies and element-wise kernels kept their speed (the HBM clock stays).
+ * The profile measured every kernel at boost clock, cold. How compute-bound a launch is comes
+ * from its roofline on this GPU: with r = compute time / memory time at peak rates, GEMMs with
+ * r below 0.3 kept their speed and those above 1 slowed fully; between, linearly. Kernels
+ * whose work the emulator does not know (plain launches) count as memory-bound. Returns that
+ * share (0..1: how much of the power limit the launch draws, for the power state the device
+ * shim keeps), *hot_extra the fraction it slows down by at the power limit, and *tau_ns the
+ * power state's time constant (0: sustained power not modelled). */
+EXPORT double rv_power_load(const struct rv_launch *l, double *hot_extra, double *tau_ns)
+{
+    pthread_once(&g_once, init);
+    *hot_extra = 0;
+    *tau_ns = g_power[2] * 1e6;
+    if (g_power[2] <= 0) return 0;
+    double tc, tm, slowdown;
+    if (l->op == RV_OP_GEMM) {
+        gemm_times(l, g_spec, &tc, &tm);
+        slowdown = g_power[0];
+    } else if (rv_predict_by_batch(l)) {
+        pthread_mutex_lock(&g_batch.lock);
+        int n = g_batch.n;
+        struct rv_attn_shape a = n == 2 ? g_batch.whole : g_batch.part[0];
+        pthread_mutex_unlock(&g_batch.lock);
+        if (n == 0) return 0;
+        tc = attn_flops(&a) / g_spec[SP_BF16];
+        tm = attn_bytes(&a) / g_spec[SP_HBM];
+        slowdown = g_power[1];
+    } else {
+        return 0;
+    }
+    double share = tm > 0 ? (tc / tm - 0.3) / 0.7 : 1;
+    share = share < 0 ? 0 : share > 1 ? 1 : share;
+    *hot_extra = (slowdown - 1) * share;
+    return share;
+}
+
+/* The device shim's power-limit slowdown of a launch (ns beyond its prediction), counted
+ * with the measured models' GPU time: it is a measured effect on modelled launches. */
+EXPORT void rv_power_count(int64_t extra_ns)
+{
+    count_prediction(extra_ns, RV_SRC_MODEL);
 }
 
 EXPORT void rv_predict_totals(int64_t out_ns[3])

@@ -36,7 +36,7 @@ struct rv_launch {
     int device;             /* emulated device ordinal */
     const char *kernel;     /* mangled kernel name, or NULL for copies/collectives */
     uint32_t grid[3], block[3];
-    uint32_t shared_bytes;  /* dynamic shared memory */
+    uint32_t shared_bytes;  /* static + dynamic shared memory (as CUPTI reports it) */
     /* RV_OP_GEMM */
     int64_t m, n, k, batch;
     int dtype_a, dtype_b, dtype_c; /* enum rv_dtype */
@@ -46,7 +46,23 @@ struct rv_launch {
     int copy_kind;          /* enum rv_copy_kind */
     int coll;               /* enum rv_coll */
     int nranks;
+    /* RV_OP_KERNEL: the sizes among the kernel's scalar arguments (rv_arg_sizes), or -1
+     * when the launch's parameter layout is unknown */
+    int64_t arg_max, arg_sum;
 };
+
+/* A launch shape does not carry the sizes a kernel works on (an RMSNorm launches one block
+ * per row at any hidden size, a segmented sort one block per row at any vocabulary); its
+ * scalar arguments usually do. values[i] points at parameter i, size[i] bytes (the cubin's
+ * layout). Counted: 4-byte values in [1, 2^24) (floats and negative values are above) and
+ * 8-byte values in [1, 2^31) (pointers are above). Structure parameters are left out: they
+ * hold padding bytes of whatever the stack held, pointers at 4-byte offsets and per-call
+ * counters (a random-number generator's offset), so the same shape would not give the same
+ * features in a profile and in an emulated run (seen when reading them: about a third of
+ * the profile's structure-carrying launches differed between two replays). */
+__attribute__((visibility("default")))
+void rv_arg_sizes(int count, const uint16_t *size, const void *const *values,
+                  int64_t *arg_max, int64_t *arg_sum);
 
 /* Source of a prediction, for the coverage report. */
 enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };
@@ -67,6 +83,15 @@ bool rv_predict_by_batch(const struct rv_launch *l);
 __attribute__((visibility("default")))
 void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *kv_lens, int heads,
                         int kv_heads, int head_dim);
+
+/* How much of the GPU's power limit a launch draws (0 memory-bound .. 1 compute-bound), how
+ * much slower it runs when the GPU holds its power limit (*hot_extra, a fraction) and the
+ * power state's time constant (*tau_ns; 0: the hardware spec models no sustained power). */
+__attribute__((visibility("default")))
+double rv_power_load(const struct rv_launch *l, double *hot_extra, double *tau_ns);
+/* Counts the power-limit slowdown the device shim applied into the predicted GPU time. */
+__attribute__((visibility("default")))
+void rv_power_count(int64_t extra_ns);
 
 /* Predicted GPU time so far, per source, in ns (for predictor_coverage). */
 __attribute__((visibility("default")))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 NATIVE_LIB = Path(__file__).resolve().parent.parent / "native" / "librevati_predict.so"
-NFEAT_MAX = 16
+NFEAT_MAX = 24
 
 
 class Op(enum.IntEnum):
@@ -89,6 +89,8 @@ class RvLaunch(ctypes.Structure):
         ("copy_kind", ctypes.c_int),
         ("coll", ctypes.c_int),
         ("nranks", ctypes.c_int),
+        ("arg_max", ctypes.c_int64),
+        ("arg_sum", ctypes.c_int64),
     ]
 
 
@@ -108,17 +110,22 @@ ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head
 LAUNCH_COLUMNS = [
     "op", "kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "shared_bytes", "m", "n", "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a",
-    "trans_b", "bytes", "copy_kind", "coll", "nranks",
+    "trans_b", "bytes", "copy_kind", "coll", "nranks", "arg_max", "arg_sum",
 ]
 _INT_FIELDS = ["m", "n", "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b",
-               "bytes", "copy_kind", "coll", "nranks"]
+               "bytes", "copy_kind", "coll", "nranks", "arg_max", "arg_sum"]
+# Kernel-argument sizes (struct rv_launch arg_max/arg_sum) a real-GPU profile does not see:
+# -1 (unknown, a missing feature) until `revati profile args` fills them from an emulated
+# replay of the same program.
+ARG_COLUMNS = ["arg_max", "arg_sum"]
+UNKNOWN_ARGS = -1
 
 
 def empty_launch_row(op: Op) -> dict[str, object]:
     """A profile row with every launch column set to its neutral value."""
     row: dict[str, object] = {c: 0 for c in LAUNCH_COLUMNS}
     row.update(op=int(op), kernel="", grid_x=1, grid_y=1, grid_z=1, block_x=1, block_y=1,
-               block_z=1)
+               block_z=1, **dict.fromkeys(ARG_COLUMNS, UNKNOWN_ARGS))
     return row
 
 

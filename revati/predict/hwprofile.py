@@ -7,6 +7,9 @@
                            sweep context (sweep, point, attention shape)
     DIR/e2e_kernels.parquet  optional: every kernel of the end-to-end check (profile/e2e.py)
 
+The kernel-argument columns (features.ARG_COLUMNS) come from an emulated replay of the same
+sweeps (`revati profile args`, profile/args.py); -1 where none was matched.
+
 Durations are GPU execution times from CUPTI activity records, launch gaps excluded.
 """
 
@@ -18,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from revati.predict.features import ATTENTION_COLUMNS, LAUNCH_COLUMNS
+from revati.predict.features import ARG_COLUMNS, ATTENTION_COLUMNS, LAUNCH_COLUMNS, UNKNOWN_ARGS
 from revati.predict.roofline import HardwareSpec
 
 # Sweep context recorded next to the launch columns. The attention shape is what the
@@ -51,11 +54,20 @@ class HardwareProfile:
 def read_profile(path: str | Path) -> HardwareProfile:
     path = Path(path)
     doc = yaml.safe_load((path / "spec.yaml").read_text())
-    launches = pd.read_parquet(path / "launches.parquet")
+    launches = with_arg_columns(pd.read_parquet(path / "launches.parquet"))
     missing = set(LAUNCH_COLUMNS + CONTEXT_COLUMNS) - set(launches.columns)
     if missing:
         raise ValueError(f"{path}/launches.parquet lacks columns {sorted(missing)}")
     e2e = path / "e2e_kernels.parquet"
     return HardwareProfile(HardwareSpec.from_mapping(doc["spec"]), doc.get("provenance", {}),
                            launches, doc.get("measured", {}),
-                           pd.read_parquet(e2e) if e2e.exists() else None)
+                           with_arg_columns(pd.read_parquet(e2e)) if e2e.exists() else None)
+
+
+def with_arg_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """df with the kernel-argument columns, unknown (-1) where a real-GPU measurement has not
+    been given them by `revati profile args` yet."""
+    for col in ARG_COLUMNS:
+        if col not in df.columns:
+            df[col] = UNKNOWN_ARGS
+    return df

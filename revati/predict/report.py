@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+EMULATED_E2E = "e2e_emulated.json"  # `revati predictor e2e --out`, kept beside the models
+
 
 def load(models: Path) -> dict[str, object]:
-    return json.loads((models / "report.json").read_text())
+    report = json.loads((models / "report.json").read_text())
+    if (models / EMULATED_E2E).exists():
+        report["e2e_emulated"] = json.loads((models / EMULATED_E2E).read_text())
+    return report
 
 
 def e2e_shares(report: dict[str, object]) -> dict[str, float]:
@@ -49,10 +54,17 @@ def render(report: dict[str, object]) -> str:
             lines.append(f"{group:10} samples {g['samples']:6d}  wMAPE {g['weighted_mape']:6.1%}"
                          f"  target {g['target_mape']:4.0%}  {ok}")
     if report.get("e2e"):
-        lines += ["", "end-to-end (GEMMs as cuBLAS calls, attention by shape, the rest by launch):",
+        lines += ["", "end-to-end, launch by launch at boost clock (GEMMs as cuBLAS calls, "
+                      "attention by shape, the rest by launch; no power state):",
                   f"{'architecture/case':32} {'measured ms':>11} {'predicted ms':>12} {'error':>7} "
                   f"{'fallback':>8}"]
         for case, v in report["e2e"].items():
             lines.append(f"{case:32} {v['measured_ns'] / 1e6:11.3f} {v['predicted_ns'] / 1e6:12.3f}"
                          f" {v['error']:+7.1%} {v['fallback_share_of_predicted']:8.1%}")
+    if report.get("e2e_emulated"):
+        from revati.predict.emulated_e2e import render as render_emulated
+
+        lines += ["", "end-to-end on the emulated GPU (revati predictor e2e: the same forwards "
+                      "run under emulation, power state included):",
+                  render_emulated(report["e2e_emulated"])]
     return "\n".join(lines)

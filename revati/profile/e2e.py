@@ -5,20 +5,26 @@ Llama-3.1-8B (32 layers, hidden 4096, 32/8 heads, MLP 14336; every one of its GE
 the micro sweeps) and Qwen2.5-14B (48 layers, hidden 5120, 40/8 heads, MLP 13824: widths the
 sweeps never ran, so it checks how the models generalise). Cases: a prefill of 2,048 tokens and
 decode steps of batch 64 at KV length 1,024 and 8,192. For each case the total GPU time (sum of
-CUPTI kernel/copy durations of one forward, median of REPS) and every kernel are recorded, so
-an emulated run of the same program can be compared launch by launch.
+CUPTI kernel/copy durations of one forward, median of the repetitions) and every kernel of that
+median repetition are recorded, so an emulated run of the same program can be compared launch by
+launch.
 
-    python -m revati.profile.e2e --out DIR [--arch NAME ...]
+    python -m revati.profile.e2e --out DIR [--arch NAME ...] [--reps N]
         writes e2e_<arch>.json per architecture and e2e_kernels.parquet (column arch)
+
+The same forwards run on an emulated GPU (`revati predictor e2e`, emulated()): the GPU time is
+then the sum of the durations the device shim predicted for the forward's launches
+(rv_predict_totals), attention predicted from the lengths the program reports to the shim
+before each forward (rv_attention_batch), as an engine's observer does.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
-import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -113,7 +119,18 @@ def forward(torch, a: Arch, model, ids, positions, kv_cache, kv_len):
     return torch.argmax(F.linear(x, model["lm_head"]).float(), -1)
 
 
-def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]]]:
+def inputs(torch, a: Arch, b: int, q_len: int, kv_len: int):
+    """Token ids and positions [b, q_len] of one case, and for decode its KV cache."""
+    ids = torch.randint(0, a.vocab, (b, q_len), device="cuda")
+    pos = torch.arange(kv_len - q_len, kv_len, device="cuda").expand(b, q_len)
+    cache = None if q_len == kv_len else tuple(
+        torch.randn(b, a.kv_heads, kv_len, a.head_dim, device="cuda", dtype=torch.bfloat16)
+        for _ in range(2))
+    return ids, pos, cache
+
+
+def measure(torch, arch: str,
+            reps: int = REPS) -> tuple[dict[str, object], list[dict[str, object]]]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     a = ARCHS[arch]
@@ -123,11 +140,7 @@ def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]
     kernels: list[dict[str, object]] = []
     with torch.no_grad():
         for ci, (case, b, q_len, kv_len) in enumerate(CASES):
-            ids = torch.randint(0, a.vocab, (b, q_len), device="cuda")
-            pos = torch.arange(kv_len - q_len, kv_len, device="cuda").expand(b, q_len)
-            cache = None if q_len == kv_len else tuple(
-                torch.randn(b, a.kv_heads, kv_len, a.head_dim, device="cuda",
-                            dtype=torch.bfloat16) for _ in range(2))
+            ids, pos, cache = inputs(torch, a, b, q_len, kv_len)
             forward(torch, a, model, ids, pos, cache, kv_len)  # warm-up
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -137,7 +150,7 @@ def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]
             torch.cuda.synchronize()
             eager_ms = start.elapsed_time(end)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for rep in range(REPS):
+                for rep in range(reps):
                     with record_function(f"rv#{ci}#{rep}"):
                         forward(torch, a, model, ids, pos, cache, kv_len)
                 torch.cuda.synchronize()
@@ -146,13 +159,15 @@ def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]
                 prof.export_chrome_trace(path)
                 with open(path) as f:
                     by_range = records_by_range(json.load(f))
-            reps = [by_range.get((ci, r), []) for r in range(REPS)]
-            totals = [sum(x.duration_ns for x in r) for r in reps]
+            recs = [by_range.get((ci, r), []) for r in range(reps)]
+            totals = [sum(x.duration_ns for x in r) for r in recs]
+            # The kernels recorded are those of the median repetition, so a launch-by-launch
+            # sum gives the case's GPU time (prefill varies by up to 10% between repetitions).
+            mid = sorted(range(reps), key=totals.__getitem__)[reps // 2]
             results[case] = {"batch": b, "q_len": q_len, "kv_len": kv_len,
-                             "gpu_time_ns": int(statistics.median(totals)),
-                             "gpu_time_ns_reps": totals, "launches": len(reps[0]),
-                             "eager_wall_ms": round(eager_ms, 3)}
-            for i, rec in enumerate(reps[0]):
+                             "gpu_time_ns": totals[mid], "gpu_time_ns_reps": totals,
+                             "launches": len(recs[mid]), "eager_wall_ms": round(eager_ms, 3)}
+            for i, rec in enumerate(recs[mid]):
                 kernels.append(dict(arch=arch, case=case, position=i, op=rec.op,
                                     kernel=rec.name, grid_x=rec.grid[0], grid_y=rec.grid[1],
                                     grid_z=rec.grid[2], block_x=rec.block[0],
@@ -169,6 +184,41 @@ def measure(torch, arch: str) -> tuple[dict[str, object], list[dict[str, object]
     return results, kernels
 
 
+def emulated(torch, arch: str) -> dict[str, object]:
+    """Each case's predicted GPU time (ns) on the emulated GPU this process runs on, and which
+    share of it came from the roofline fallback."""
+    lib = ctypes.CDLL("librevati_predict.so")  # loaded by the device shim
+    lib.rv_attention_batch.restype = None
+    lib.rv_attention_batch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    totals = (ctypes.c_int64 * 3)()
+
+    def gpu_ns() -> list[int]:
+        torch.cuda.synchronize()
+        lib.rv_predict_totals(totals)
+        return list(totals)
+
+    a = ARCHS[arch]
+    torch.manual_seed(0)
+    model = build(torch, a)
+    results: dict[str, object] = {}
+    with torch.no_grad():
+        for case, b, q_len, kv_len in CASES:
+            ids, pos, cache = inputs(torch, a, b, q_len, kv_len)
+            q = (ctypes.c_int64 * b)(*[q_len] * b)
+            kv = (ctypes.c_int64 * b)(*[kv_len] * b)
+            lib.rv_attention_batch(b, q, kv, a.heads, a.kv_heads, a.head_dim)
+            forward(torch, a, model, ids, pos, cache, kv_len)  # warm-up, as measured
+            before = gpu_ns()
+            forward(torch, a, model, ids, pos, cache, kv_len)
+            after = gpu_ns()
+            spent = [y - x for x, y in zip(before, after, strict=True)]
+            results[case] = {"gpu_time_ns": sum(spent),
+                             "roofline_share": spent[1] / max(1, sum(spent))}
+            print(f"[e2e] emulated {arch} {case}: {sum(spent) / 1e6:.3f} ms GPU time", flush=True)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     import pandas as pd
     import torch
@@ -176,11 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="revati.profile.e2e", description=__doc__)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--arch", nargs="+", default=list(ARCHS), choices=list(ARCHS))
+    parser.add_argument("--reps", type=int, default=REPS,
+                        help="measured repetitions of each forward (odd: the median is one)")
+    parser.add_argument("--emulated", action="store_true",
+                        help="on an emulated GPU: write the predicted GPU times to OUT/"
+                             "e2e_emulated.json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.emulated:
+        doc = {arch: emulated(torch, arch) for arch in args.arch}
+        (args.out / "e2e_emulated.json").write_text(json.dumps(doc, indent=1) + "\n")
+        return 0
     all_kernels: list[dict[str, object]] = []
     for arch in args.arch:
-        results, kernels = measure(torch, arch)
+        results, kernels = measure(torch, arch, args.reps)
         all_kernels += kernels
         doc = {"model": f"{arch}-shaped", "architecture": vars(ARCHS[arch]),
                "dtype": "bfloat16", "gpu": torch.cuda.get_device_name(0),

@@ -254,25 +254,26 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
                 return lambda: (q * cos + rot(q) * sin, k * cos + rot(k) * sin)
             yield Point("rotary", rotary)
     # --- Logits processing and sampling-like ops (fp32 logits [rows, vocab]).
+    def mk(op, r, v):
+        def setup():
+            x = rnd(r, v, dtype=torch.float32)
+            p = torch.softmax(x, -1)
+            return {"softmax": lambda: torch.softmax(x / 0.7, -1),
+                    "argmax": lambda: torch.argmax(x, -1),
+                    "max": lambda: x.max(-1),
+                    "sum": lambda: x.sum(-1),
+                    "topk": lambda: torch.topk(x, 50, -1),
+                    "sort": lambda: torch.sort(x, -1, descending=True),
+                    "cumsum": lambda: torch.cumsum(p, -1),
+                    "multinomial": lambda: torch.multinomial(p, 1)}[op]
+        return setup
+
     vocabs = sorted({m[5] for m in MODELS.values()})
     for v in pick(vocabs):
         for r in pick(SAMPLE_ROWS):
-            def mk(op, r=r, v=v):
-                def setup():
-                    x = rnd(r, v, dtype=torch.float32)
-                    p = torch.softmax(x, -1)
-                    return {"softmax": lambda: torch.softmax(x / 0.7, -1),
-                            "argmax": lambda: torch.argmax(x, -1),
-                            "max": lambda: x.max(-1),
-                            "sum": lambda: x.sum(-1),
-                            "topk": lambda: torch.topk(x, 50, -1),
-                            "sort": lambda: torch.sort(x, -1, descending=True),
-                            "cumsum": lambda: torch.cumsum(p, -1),
-                            "multinomial": lambda: torch.multinomial(p, 1)}[op]
-                return setup
             for op in ("softmax", "argmax", "max", "sum", "topk", "sort", "cumsum",
                        "multinomial"):
-                yield Point(f"sampling_{op}", mk(op))
+                yield Point(f"sampling_{op}", mk(op, r, v))
     # --- Embedding lookup.
     for hidden, *_, vocab in pick(list(MODELS.values())):
         for t in pick(TOKENS):
@@ -296,6 +297,37 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
                     src, dst = rnd(n), torch.empty(n, dtype=torch.bfloat16, device=dev)
                 return lambda: dst.copy_(src, non_blocking=True)
             yield Point(f"memcpy_{kind.name.lower()}", copy)
+    # --- Off-grid widths for the launch-only families, whose sizes only the kernel arguments
+    # carry: hidden sizes and vocabularies of models not listed above, and token and row
+    # counts off the powers of two, so those models learn sizes rather than memorise MODELS'.
+    # Own random stream, drawn after every other sweep's.
+    wide = random.Random(2)
+    vocab_sizes = (32000, 32064, 49152, 50304, 64000, 92416, 100352, 128256, 151936, 152064,
+                   163840, 201088, 256000)
+    for _ in range(pick_count(quick, 64)):
+        h, t = 128 * wide.randint(8, 128), int(2 ** wide.uniform(0, 14))
+
+        def norm_offgrid(t=t, h=h):
+            x, w = rnd(t, h), rnd(h)
+            return lambda: F.rms_norm(x, (h,), w, 1e-6)
+        yield Point("rms_norm_offgrid", norm_offgrid)
+
+        def cat_offgrid(t=t, h=h):
+            x = rnd(t, h)
+            return lambda: torch.cat((-x[..., h // 2:], x[..., : h // 2]), dim=-1)
+        yield Point("elementwise_cat_offgrid", cat_offgrid)
+    for _ in range(pick_count(quick, 40)):
+        v, r = wide.choice(vocab_sizes), int(2 ** wide.uniform(0, 10))
+        for op in ("softmax", "argmax", "max", "sum", "topk", "sort", "cumsum", "multinomial"):
+            yield Point(f"sampling_{op}_offgrid", mk(op, r, v))
+    for _ in range(pick_count(quick, 40)):
+        v, h, t = wide.choice(vocab_sizes), 128 * wide.randint(8, 64), int(2 ** wide.uniform(0, 14))
+
+        def emb_offgrid(t=t, h=h, v=v):
+            table = rnd(v, h)
+            ids = torch.randint(0, v, (t,), device=dev)
+            return lambda: F.embedding(ids, table)
+        yield Point("embedding_offgrid", emb_offgrid)
 
 
 def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[dict]:

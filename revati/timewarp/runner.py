@@ -118,7 +118,7 @@ def run(opts: RunOptions) -> int:
     try:
         start_notices()
         tk.start()
-        tree = ProcessTree(tk)
+        tree = ProcessTree(tk, shared=opts.timekeeper is not None)
         env = emulated_env(tk.segment, opts.log_level, extra_env)
         try:
             child = tree.spawn(opts.command, env)

@@ -44,9 +44,12 @@ def _descendants() -> set[int]:
 
 
 class ProcessTree:
-    def __init__(self, tk: ClockOwner) -> None:
+    def __init__(self, tk: ClockOwner, shared: bool = False) -> None:
+        """shared: tk is a standalone Timekeeper that other runs use too, so the processes it
+        knows are not all this run's (kill_all ends only this run's descendants then)."""
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.tk = tk
+        self.shared = shared
         self.status: dict[int, int | None] = {}  # our direct children: wait status once reaped
 
     def spawn(self, cmd: list[str], env: dict[str, str], log: Path | None = None) -> int:
@@ -90,7 +93,8 @@ class ProcessTree:
     def kill_all(self) -> None:
         """End every process of the run: SIGTERM, a grace period, then SIGKILL."""
         for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
-            victims = (_descendants() | set(self.tk.pids())) - {os.getpid()}
+            known = set() if self.shared else set(self.tk.pids())
+            victims = (_descendants() | known) - {os.getpid()}
             if not victims:
                 return
             for pid in victims:

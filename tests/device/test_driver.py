@@ -449,3 +449,58 @@ print(json.dumps(res))
     assert out["bounded"][3] == 256  # __launch_bounds__(256)
     # 64K registers a block, allocated per warp in 256s
     assert out["heavy"][3] == 65536 // ((ptxas["heavy"]["regs"] * 32 + 255) // 256 * 256) * 32
+
+
+SIZED = r"""
+extern "C" __global__ void sized(float *x, int n, long long m, float eps, int neg) {
+    extern __shared__ float dyn[];   // dynamic shared memory only: no static bytes
+    dyn[threadIdx.x] = x[threadIdx.x % n] * eps + m + neg;
+    __syncthreads();
+    x[threadIdx.x] = dyn[(threadIdx.x + 1) % blockDim.x];
+}
+"""
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
+def test_launch_log_carries_argument_sizes_and_shared_memory(emulated, tmp_path):
+    """What the predictor sees of a launch, as REVATI_LAUNCH_LOG writes it: the sizes among
+    the scalar arguments (from kernelParams and from a packed `extra` buffer alike; floats,
+    negative values and pointers left out) and static + dynamic shared memory, as CUPTI
+    reports it. A kernel with only dynamic shared memory has no static bytes."""
+    import subprocess
+
+    (tmp_path / "k.cu").write_text(SIZED)
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"),
+                    str(tmp_path / "k.cu")], check=True, capture_output=True)
+    log = tmp_path / "launches.tsv"
+    out = driver(emulated, f"""
+init()
+image = open("{tmp_path / 'k.cubin'}", "rb").read()
+mod, fn = c(), c()
+ok(cu.cuModuleLoadData(ctypes.byref(mod), image))
+ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"sized"))
+smem = ctypes.c_int()
+ok(cu.cuFuncGetAttribute(ctypes.byref(smem), 1, fn))  # SHARED_SIZE_BYTES
+x = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(x), 4096))
+args = [x, ctypes.c_int(4096), ctypes.c_longlong(14336), ctypes.c_float(1e-6), ctypes.c_int(-3)]
+params = (c * 5)(*[ctypes.cast(ctypes.byref(a), c) for a in args])
+ok(cu.cuLaunchKernel(fn, 64, 1, 1, 128, 1, 1, 512, None, params, None))
+buf = (ctypes.c_char * 32)()
+for a, off in zip(args, (0, 8, 16, 24, 28)):
+    ctypes.memmove(ctypes.addressof(buf) + off, ctypes.byref(a), ctypes.sizeof(a))
+size = ctypes.c_size_t(32)
+extra = (c * 5)(c(1), ctypes.cast(buf, c), c(2), ctypes.cast(ctypes.byref(size), c), c(0))
+ok(cu.cuLaunchKernel(fn, 64, 1, 1, 128, 1, 1, 512, None, None, extra))
+ok(cu.cuCtxSynchronize())
+print(json.dumps({{"smem": smem.value}}))
+""", REVATI_LAUNCH_LOG=str(log), REVATI_PREDICT_FIXED_NS="1000")
+    assert out["smem"] == 0
+    lines = [line.split("\t") for line in log.read_text().splitlines()]
+    kernels = [f for f in lines if f[1] == "sized"]
+    assert len(kernels) == 2
+    for f in kernels:
+        # op, name, grid, block, shared, bytes, copy kind, arg_max, arg_sum
+        assert f[0] == "0" and f[2:5] == ["64", "1", "1"] and f[5:8] == ["128", "1", "1"]
+        assert f[8] == "512"
+        assert (int(f[11]), int(f[12])) == (14336, 4096 + 14336)

@@ -91,3 +91,15 @@ def test_restating_a_derived_attribute_is_rejected(tmp_path):
 def test_non_positive_figure_is_rejected(tmp_path):
     with pytest.raises(SpecError, match="hbm_bytes_per_s"):
         load_spec("variant", _write_variant(tmp_path, hbm_bytes_per_s=0))
+
+
+def test_sustained_power_is_optional_and_checked(tmp_path):
+    assert load_spec("variant", _write_variant(tmp_path, sustained_power=None)).sustained_power \
+        is None
+    with pytest.raises(SpecError, match="sustained_power"):
+        load_spec("variant", _write_variant(tmp_path, sustained_power={"gemm_slowdown": 1.2}))
+    with pytest.raises(SpecError, match="factors >= 1"):
+        load_spec("variant", _write_variant(tmp_path, sustained_power={
+            "gemm_slowdown": 0.9, "attention_slowdown": 1.3, "time_constant_ms": 50}))
+    flat = flat_lines(load_spec("h200_sxm"))
+    assert "power.gemm_slowdown 1.241" in flat and "power.time_constant_ms 56.6" in flat

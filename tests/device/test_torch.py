@@ -182,3 +182,36 @@ torch.cuda.synchronize()
 print(json.dumps({"fp8": list(c.shape), "compiled": list(y.shape)}))
 """, timeout=600)
     assert out == {"fp8": [256, 256], "compiled": [16, 8]}
+
+
+def test_compute_bound_work_slows_down_at_the_power_limit(emulated):
+    """Back-to-back compute-bound GEMMs heat the emulated H200 to its power limit and then take
+    the measured sustained slowdown times their cold duration; memory-bound GEMMs keep their
+    speed; after a second of idling the GPU is cold again (conf/hardware/h200_sxm.yaml
+    sustained_power)."""
+    power = load_spec("h200_sxm").sustained_power
+    out = emulated.json("""
+import json, time, torch
+F = torch.nn.functional
+def series(m, n, k=4096, out=28672):
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(out, k, device="cuda", dtype=torch.bfloat16)
+    F.linear(x, w)
+    torch.cuda.synchronize()
+    time.sleep(1.0)
+    evs = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); F.linear(x, w); b.record(); evs.append((a, b))
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in evs]
+# [1]: the first launch after idling also holds the host's time to queue it
+hot = series(2048, 800)
+again = series(2048, 3)
+cool = series(16, 400, 16384, 57344)  # 1.9 GB of weights a call: long enough to queue
+print(json.dumps({"first": hot[1], "last": hot[-1], "again": again[1],
+                  "mem_first": cool[1], "mem_last": cool[-1]}))
+""")
+    assert out["last"] / out["first"] == pytest.approx(power["gemm_slowdown"], rel=0.01)
+    assert out["again"] == pytest.approx(out["first"], rel=0.01)
+    assert out["mem_last"] / out["mem_first"] == pytest.approx(1.0, abs=0.01)

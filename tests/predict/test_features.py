@@ -21,7 +21,7 @@ from revati.predict.features import (
 
 FIELDS = ["op", "device", "kernel", "grid", "block", "shared_bytes", "m", "n", "k", "batch",
           "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b", "bytes", "copy_kind", "coll",
-          "nranks"]
+          "nranks", "arg_max", "arg_sum"]
 
 
 def test_struct_layout_matches_the_c_header(tmp_path):
@@ -79,3 +79,41 @@ def test_families_by_kernel_name():
     assert family_of(Op.KERNEL, "void at::native::reduce_kernel<512, 1>") == "reduce"
     assert family_of(Op.KERNEL, "some_custom_kernel") == "misc"
     assert family_of(Op.KERNEL, None) is None
+
+
+def test_every_feature_vector_fits_the_buffers_python_passes():
+    from revati.predict.features import ATTENTION_SHAPE_OP, NFEAT_MAX
+
+    assert max(len(feature_names(op)) for op in [*Op, ATTENTION_SHAPE_OP]) <= NFEAT_MAX
+
+
+def test_argument_sizes_are_kernel_features_and_unknown_is_missing(spec):
+    row = empty_launch_row(Op.KERNEL)
+    row.update(kernel="void at::native::vectorized_layer_norm_kernel<c10::BFloat16>()",
+               grid_x=64, block_x=32)
+    unknown = feature_matrix([row], spec.vector(), [0])[0]
+    row.update(arg_max=4096, arg_sum=4096 + 64)
+    known = feature_matrix([row], spec.vector(), [0])[0]
+    names = feature_names(Op.KERNEL)
+    x, u = dict(zip(names, known, strict=True)), dict(zip(names, unknown, strict=True))
+    assert x["log2_arg_max"] == 12 and x["log2_arg_sum"] == math.log2(4160)
+    assert math.isnan(u["log2_arg_max"]) and math.isnan(u["log2_arg_sum"])
+    assert names[-1] == "log_roofline_ns"
+
+
+def test_argument_sizes_count_small_integers_only():
+    """4-byte values in [1, 2^24) and 8-byte values in [1, 2^31): floats, negative values,
+    zeros, pointers and structures are not sizes."""
+    from revati.predict.features import native
+
+    class Philox(ctypes.Structure):  # random-number state: a per-call offset inside
+        _fields_ = [("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64)]
+
+    values = [ctypes.c_int(4096), ctypes.c_float(1e-6), ctypes.c_int(-1), ctypes.c_int(0),
+              ctypes.c_int64(128256), ctypes.c_int64(0x7F12_3456_7000), ctypes.c_uint8(7),
+              ctypes.c_int64(14336), Philox(12345, 40)]
+    sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
+    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    mx, sm = ctypes.c_int64(), ctypes.c_int64()
+    native().rv_arg_sizes(len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
+    assert (mx.value, sm.value) == (128256, 4096 + 128256 + 14336)

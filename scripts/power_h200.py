@@ -1,0 +1,146 @@
+"""How compute-bound work slows down when a GPU holds its power limit: the `sustained_power`
+figures of conf/hardware/h200_sxm.yaml.
+
+    python scripts/power_h200.py measure OUT.json   on the GPU machine (torch with CUDA)
+    python scripts/power_h200.py fit OUT.json       anywhere: the figures for the spec
+
+measure: (1) heat-up: 800 back-to-back bf16 GEMMs of 2048x28672x4096 after 3 s idle, each one
+timed with CUDA events; (2) 24 GEMM shapes (m 16..8192 on three Llama-3.1-8B weight shapes)
+and four other kernels (cuDNN causal SDPA prefill, an add, an RMSNorm), each cold (0.3 s idle
+before every repetition, L2 flushed) and hot (right after 0.7 s of back-to-back heater GEMMs,
+two heater GEMMs before every repetition). fit: the slowdown of compute-bound GEMMs (median
+hot/cold of the shapes whose roofline compute time exceeds their memory time), of attention
+(median of the SDPA cases), and the time constant of the heat-up (time to 1 - 1/e of the
+steady-state excess).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+PEAK_BF16, HBM = 989.4e12, 4.8e12  # the H200's datasheet rates (conf/hardware/h200_sxm.yaml)
+GEMM_WEIGHTS = ((28672, 4096), (4096, 14336), (6144, 4096))
+GEMM_M = (16, 64, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def measure(out: str) -> None:
+    import torch
+
+    F = torch.nn.functional
+    torch.manual_seed(0)
+
+    def rnd(*s):
+        return torch.randn(*s, device="cuda", dtype=torch.bfloat16)
+
+    def ev():
+        return torch.cuda.Event(enable_timing=True)
+
+    hx, hw = rnd(2048, 4096), rnd(28672, 4096)
+
+    def heater():
+        F.linear(hx, hw)
+
+    def heat(sec):
+        t = time.time()
+        while time.time() - t < sec:
+            for _ in range(20):
+                heater()
+            torch.cuda.synchronize()
+
+    def timed(fn):
+        a, b = ev(), ev()
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        return a.elapsed_time(b) * 1e3
+
+    flush = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
+
+    def cold_hot(fn):
+        fn()
+        torch.cuda.synchronize()
+        cold = []
+        for _ in range(3):
+            time.sleep(0.3)
+            flush.sum()
+            cold.append(timed(fn))
+        heat(0.7)
+        hot = []
+        for _ in range(5):
+            heater()
+            heater()
+            flush.sum()
+            hot.append(timed(fn))
+        return [round(statistics.median(cold), 1), round(statistics.median(hot), 1)]
+
+    res: dict[str, object] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    for _ in range(5):
+        heater()
+    torch.cuda.synchronize()
+    time.sleep(3)
+    t0 = ev()
+    t0.record()
+    evs = []
+    for _ in range(800):
+        a, b = ev(), ev()
+        a.record()
+        heater()
+        b.record()
+        evs.append((a, b))
+    torch.cuda.synchronize()
+    res["heatup"] = [[round(t0.elapsed_time(a) * 1e3), round(a.elapsed_time(b) * 1e3, 1)]
+                     for a, b in evs]
+    res["shapes"] = {}
+    for n, k in GEMM_WEIGHTS:
+        for m in GEMM_M:
+            x, w = rnd(m, k), rnd(n, k)
+            res["shapes"][f"{m}x{n}x{k}"] = cold_hot(lambda x=x, w=w: F.linear(x, w))
+    q, kk, vv = rnd(1, 32, 2048, 128), rnd(1, 8, 2048, 128), rnd(1, 8, 2048, 128)
+    q4, k4, v4 = rnd(4, 32, 4096, 128), rnd(4, 8, 4096, 128), rnd(4, 8, 4096, 128)
+    big, w8 = rnd(8192, 8192), rnd(8192)
+    res["others"] = {
+        "sdpa_prefill_2048": cold_hot(lambda: F.scaled_dot_product_attention(
+            q, kk, vv, is_causal=True, enable_gqa=True)),
+        "sdpa_prefill_b4_4096": cold_hot(lambda: F.scaled_dot_product_attention(
+            q4, k4, v4, is_causal=True, enable_gqa=True)),
+        "add_64MB": cold_hot(lambda: big + big),
+        "rmsnorm_8192x8192": cold_hot(lambda: F.rms_norm(big, (8192,), w8, 1e-6))}
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def compute_over_memory(m: int, n: int, k: int) -> float:
+    return (2.0 * m * n * k / PEAK_BF16) / (2.0 * (m * k + n * k + m * n) / HBM)
+
+
+def fit(path: str) -> dict[str, float]:
+    with open(path) as f:
+        res = json.load(f)
+    gemm = [hot / cold for key, (cold, hot) in res["shapes"].items()
+            if compute_over_memory(*map(int, key.split("x"))) > 1]
+    attention = [hot / cold for key, (cold, hot) in res["others"].items()
+                 if key.startswith("sdpa")]
+    series = res["heatup"]
+    steady = statistics.median(d for _, d in series[len(series) // 2:])
+    first = statistics.median(d for _, d in series[1:6])
+    # time at which a moving median of 9 launches first passes 1 - 1/e of the excess
+    target = first + (steady - first) * (1 - 1 / 2.718281828)
+    tau_us = next(series[i][0] for i in range(4, len(series) - 4)
+                  if statistics.median(d for _, d in series[i - 4:i + 5]) >= target)
+    return {"gemm_slowdown": round(statistics.median(gemm), 3),
+            "attention_slowdown": round(statistics.median(attention), 3),
+            "time_constant_ms": round(tau_us / 1e3, 1),
+            "gemm_shapes": len(gemm), "first_us": first, "steady_us": steady}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("measure", "fit"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "measure":
+        measure(sys.argv[2])
+    else:
+        print(json.dumps(fit(sys.argv[2]), indent=1))
