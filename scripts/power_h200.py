@@ -8,10 +8,13 @@ measure: (1) heat-up: 800 back-to-back bf16 GEMMs of 2048x28672x4096 after 3 s i
 timed with CUDA events; (2) 24 GEMM shapes (m 16..8192 on three Llama-3.1-8B weight shapes)
 and four other kernels (cuDNN causal SDPA prefill, an add, an RMSNorm), each cold (0.3 s idle
 before every repetition, L2 flushed) and hot (right after 0.7 s of back-to-back heater GEMMs,
-two heater GEMMs before every repetition). fit: the slowdown of compute-bound GEMMs (median
-hot/cold of the shapes whose roofline compute time exceeds their memory time), of attention
-(median of the SDPA cases), and the time constant of the heat-up (time to 1 - 1/e of the
-steady-state excess).
+two heater GEMMs before every repetition); (3) duty cycles: the heater GEMM for 1.5 s with a
+host spin of 0-5 ms after each one, its steady duration against its cold one. fit: the slowdown
+of compute-bound GEMMs (median hot/cold of the shapes whose roofline compute time exceeds their
+memory time), of attention (median of the SDPA cases), the duty cycles at which throttling
+starts and is complete (the line through the duty cycles with a partial slowdown, from the
+highest duty cycle without one), and the power state's time constant (the heat-up against
+the throttle the model gives at h(t) = 1 - exp(-t / tau), least squares).
 """
 
 from __future__ import annotations
@@ -109,6 +112,28 @@ def measure(out: str) -> None:
             q4, k4, v4, is_causal=True, enable_gqa=True)),
         "add_64MB": cold_hot(lambda: big + big),
         "rmsnorm_8192x8192": cold_hot(lambda: F.rms_norm(big, (8192,), w8, 1e-6))}
+    res["duty"] = {}
+    for gap_ms in (0, 0.1, 0.2, 0.35, 0.6, 1.0, 2.0, 5.0):
+        time.sleep(2)
+        t0, durs, starts = time.time(), [], []
+        base = ev()
+        base.record()
+        while time.time() - t0 < 1.5:
+            a, b = ev(), ev()
+            a.record()
+            heater()
+            b.record()
+            b.synchronize()
+            durs.append(a.elapsed_time(b) * 1e3)
+            starts.append(base.elapsed_time(a))
+            spin = time.perf_counter()
+            while time.perf_counter() - spin < gap_ms / 1e3:
+                pass
+        half = len(durs) // 2
+        span = starts[-1] - starts[half] + durs[-1] / 1e3
+        res["duty"][str(gap_ms)] = {"cold_us": round(statistics.median(durs[1:6]), 1),
+                                    "steady_us": round(statistics.median(durs[half:]), 1),
+                                    "duty": round(sum(durs[half:]) / 1e3 / span, 3)}
     with open(out, "w") as f:
         json.dump(res, f)
 
@@ -124,16 +149,34 @@ def fit(path: str) -> dict[str, float]:
             if compute_over_memory(*map(int, key.split("x"))) > 1]
     attention = [hot / cold for key, (cold, hot) in res["others"].items()
                  if key.startswith("sdpa")]
-    series = res["heatup"]
+    duty = sorted((d["duty"], d["steady_us"]) for d in res["duty"].values())
+    cold = statistics.median(d["cold_us"] for d in res["duty"].values() if d["duty"] > 0.9)
+    full = duty[-1][1] / cold - 1
+    share = [(u, s / cold - 1) for u, s in duty if u > 0.5]  # low duty: wake-up, not power
+    onset = max(u for u, x in share if x < 0.1 * full)
+    partial = [(u, x / full) for u, x in share if u > onset and x < 0.9 * full]
+    slope = statistics.mean(f / (u - onset) for u, f in partial)
+    top = min(1.0, onset + 1 / slope)
+    # Time constant: the heat-up's excess over its first launches, against the model's
+    # throttle at h(t) = 1 - exp(-t / tau) (least squares over a grid of tau).
+    series = res["heatup"][1:]
+    first = statistics.median(d for _, d in series[:5])
     steady = statistics.median(d for _, d in series[len(series) // 2:])
-    first = statistics.median(d for _, d in series[1:6])
-    # time at which a moving median of 9 launches first passes 1 - 1/e of the excess
-    target = first + (steady - first) * (1 - 1 / 2.718281828)
-    tau_us = next(series[i][0] for i in range(4, len(series) - 4)
-                  if statistics.median(d for _, d in series[i - 4:i + 5]) >= target)
+    t0 = series[0][0]
+
+    def misfit(tau_us: float) -> float:
+        err = 0.0
+        for t, d in series:
+            h = 1 - 2.718281828 ** (-(t - t0) / tau_us)
+            model = min(1.0, max(0.0, (h - onset) / (top - onset)))
+            err += (model - (d - first) / (steady - first)) ** 2
+        return err
+
+    tau_us = min((1000.0 * k for k in range(5, 150)), key=misfit)
     return {"gemm_slowdown": round(statistics.median(gemm), 3),
             "attention_slowdown": round(statistics.median(attention), 3),
             "time_constant_ms": round(tau_us / 1e3, 1),
+            "throttle_onset": round(onset, 3), "throttle_full": round(top, 3),
             "gemm_shapes": len(gemm), "first_us": first, "steady_us": steady}
 
 

@@ -187,7 +187,8 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
     )
 
 
-POWER_KEYS = ("gemm_slowdown", "attention_slowdown", "time_constant_ms")
+POWER_KEYS = ("gemm_slowdown", "attention_slowdown", "time_constant_ms", "throttle_onset",
+              "throttle_full")
 
 
 def _sustained_power(raw: Any, path: pathlib.Path) -> dict[str, float] | None:
@@ -199,6 +200,8 @@ def _sustained_power(raw: Any, path: pathlib.Path) -> dict[str, float] | None:
            for k in POWER_KEYS}
     if out["gemm_slowdown"] < 1 or out["attention_slowdown"] < 1:
         raise SpecError(f"{path}: sustained_power slowdowns are factors >= 1")
+    if not out["throttle_onset"] < out["throttle_full"] <= 1:
+        raise SpecError(f"{path}: sustained_power needs throttle_onset < throttle_full <= 1")
     return out
 
 

@@ -23,6 +23,10 @@
 #define RV_MAGIC_GRAPH 0x52564752u
 #define RV_MAGIC_EXEC 0x52564758u
 
+/* What rv_power_load says of an operation: its power load, its slowdown at the power limit
+ * and the power state's time constant (0: not modelled). */
+struct power { double load, extra, tau; };
+
 /* A node either has a predicted duration (l) or is a cross-process operation (join != NULL:
  * a collective, whose completion depends on other ranks and is asked for at replay). */
 struct node {
@@ -31,6 +35,7 @@ struct node {
     rv_join_fn join;
     void *ctx;
     int64_t predicted;
+    struct power power;  /* rv_power_load of the node, with its prediction */
     bool by_batch; /* attention: predicted again at every replay */
 };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
@@ -154,28 +159,34 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->by_batch = false;
 }
 
-/* Each GPU's power state (rv_power_load): h in [0, 1], how close the GPU is to holding its
- * power limit, relaxing toward the power draw of the work it runs (1 for compute-bound work,
- * 0 when idle or memory-bound) with the spec's time constant, in virtual time. A launch that
- * starts at state h takes its predicted (cold, boost-clock) duration times 1 + hot_extra * h.
+/* Each GPU's power state (rv_power_load): h in [0, 1], the power draw of the work it ran
+ * (1 for compute-bound work, 0 when idle or memory-bound) filtered with the spec's time
+ * constant, in virtual time. A launch that starts at state h takes its predicted (cold,
+ * boost-clock) duration times 1 + hot_extra * rv_power_throttle(h).
  * Concurrent streams of a device share its state, updated in the order work is queued. */
 static struct { double h; int64_t t; } g_power[RV_MAX_GPUS];
 
-static int64_t under_power(int dev, const struct rv_launch *l, int64_t start, int64_t dur) {
-    double extra, tau, load = rv_power_load(l, &extra, &tau);
-    if (tau <= 0) return dur;
-    if (start > g_power[dev].t) g_power[dev].h *= exp(-(double)(start - g_power[dev].t) / tau);
-    int64_t d = llround((double)dur * (1 + extra * g_power[dev].h));
+static struct power power_of(const struct rv_launch *l) {
+    struct power p;
+    p.load = rv_power_load(l, &p.extra, &p.tau);
+    return p;
+}
+
+static int64_t under_power(int dev, const struct power *p, int64_t start, int64_t dur) {
+    if (p->tau <= 0) return dur;
+    if (start > g_power[dev].t) g_power[dev].h *= exp(-(double)(start - g_power[dev].t) / p->tau);
+    int64_t d = llround((double)dur * (1 + p->extra * rv_power_throttle(g_power[dev].h)));
     if (d != dur) rv_power_count(d - dur);
-    g_power[dev].h = load + (g_power[dev].h - load) * exp(-(double)d / tau);
+    g_power[dev].h = p->load + (g_power[dev].h - p->load) * exp(-(double)d / p->tau);
     if (start + d > g_power[dev].t) g_power[dev].t = start + d;
     return d;
 }
 
 /* Put one operation of predicted duration dur on s's timeline. Holds g_tl. */
-static void append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur) {
+static void append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur,
+                         const struct power *p) {
     int64_t start = ready_time(s);
-    dur = under_power(s->dev, l, start, dur);
+    dur = under_power(s->dev, p, start, dur);
     s->tail = start + dur;
     if (!rv_tracing()) return;
     char args[160];
@@ -191,7 +202,8 @@ static void append_timed(struct stream *s, const struct rv_launch *l, const char
 }
 
 static void append(struct stream *s, const struct rv_launch *l, const char *name) {
-    append_timed(s, l, name, rv_predict_ns(l, NULL));
+    struct power p = power_of(l);
+    append_timed(s, l, name, rv_predict_ns(l, NULL), &p);
 }
 
 /* REVATI_LAUNCH_LOG=<file>: one tab-separated line per queued operation, in the order the
@@ -681,8 +693,11 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
             /* a graph replays the same launches every time: predict each node once, except
              * attention, whose cost follows the batch the engine reported for this step */
             if (n->predicted < 0) n->by_batch = rv_predict_by_batch(&n->l);
-            if (n->predicted < 0 || n->by_batch) n->predicted = rv_predict_ns(&n->l, NULL);
-            append_timed(s, &n->l, n->name, n->predicted);
+            if (n->predicted < 0 || n->by_batch) {
+                n->predicted = rv_predict_ns(&n->l, NULL);
+                n->power = power_of(&n->l);
+            }
+            append_timed(s, &n->l, n->name, n->predicted, &n->power);
         }
     }
     pthread_mutex_unlock(&g_tl);

@@ -89,6 +89,9 @@ void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *kv_lens,
  * power state's time constant (*tau_ns; 0: the hardware spec models no sustained power). */
 __attribute__((visibility("default")))
 double rv_power_load(const struct rv_launch *l, double *hot_extra, double *tau_ns);
+/* How far a GPU at power state h (0..1, the low-pass filtered power load) is throttled. */
+__attribute__((visibility("default")))
+double rv_power_throttle(double h);
 /* Counts the power-limit slowdown the device shim applied into the predicted GPU time. */
 __attribute__((visibility("default")))
 void rv_power_count(int64_t extra_ns);

@@ -100,6 +100,11 @@ def test_sustained_power_is_optional_and_checked(tmp_path):
         load_spec("variant", _write_variant(tmp_path, sustained_power={"gemm_slowdown": 1.2}))
     with pytest.raises(SpecError, match="factors >= 1"):
         load_spec("variant", _write_variant(tmp_path, sustained_power={
-            "gemm_slowdown": 0.9, "attention_slowdown": 1.3, "time_constant_ms": 50}))
+            "gemm_slowdown": 0.9, "attention_slowdown": 1.3, "time_constant_ms": 50,
+            "throttle_onset": 0.6, "throttle_full": 0.8}))
+    with pytest.raises(SpecError, match="throttle_onset < throttle_full"):
+        load_spec("variant", _write_variant(tmp_path, sustained_power={
+            "gemm_slowdown": 1.2, "attention_slowdown": 1.3, "time_constant_ms": 50,
+            "throttle_onset": 0.8, "throttle_full": 0.6}))
     flat = flat_lines(load_spec("h200_sxm"))
-    assert "power.gemm_slowdown 1.241" in flat and "power.time_constant_ms 56.6" in flat
+    assert "power.gemm_slowdown 1.241" in flat and "power.throttle_onset 0.632" in flat
