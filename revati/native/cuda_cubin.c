@@ -182,14 +182,8 @@ struct kernel_table {
     size_t cap;
 };
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-    return h;
-}
-
 static struct rv_kernel_params *kernel_entry(struct kernel_table *t, const char *name) {
-    size_t i = name_hash(name) % t->cap;
+    size_t i = rv_fnv1a(name) % t->cap;
     for (; t->slot[i]; i = (i + 1) % t->cap)
         if (!strcmp(t->slot[i]->kernel, name)) return t->slot[i];
     struct rv_kernel_params *k = calloc(1, sizeof *k);

@@ -99,9 +99,8 @@ const struct rv_node *rv_node(void) {
 
 /* FNV-1a over the GPU name, so GPUs of different kinds never share a UUID. */
 void rv_gpu_uuid(int phys, unsigned char out[16]) {
-    uint64_t h = 1469598103934665603ULL;
     /* g_node, not rv_node(): CUDA_VISIBLE_DEVICES is parsed (by UUID) while loading */
-    for (const char *p = g_node.name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    uint64_t h = rv_fnv1a(g_node.name);
     memcpy(out, "REVATI", 6);       /* recognisable as emulated in any log */
     memcpy(out + 6, &h, 8);
     out[14] = 0;

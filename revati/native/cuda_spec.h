@@ -38,6 +38,13 @@ struct rv_node {
     int visible[RV_MAX_GPUS];
 };
 
+/* FNV-1a of a string (stable across processes and runs). */
+static inline uint64_t rv_fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+    return h;
+}
+
 /* Loaded once per process (thread-safe). Never NULL; check ->ok. */
 const struct rv_node *rv_node(void);
 /* 16-byte UUID of physical GPU `phys` (stable across processes and runs). */

@@ -275,9 +275,17 @@ static double attn_bytes(const struct rv_attn_shape *a) /* 16-bit q, k, v, o */
            (2.0 * a->q_len * a->heads + 2.0 * a->kv_len * a->kv_heads);
 }
 
+/* Attention's seconds of tensor-core work (tc) and of HBM traffic (tm) at peak rates. */
+static void attn_times(const struct rv_attn_shape *a, const double *spec, double *tc, double *tm)
+{
+    *tc = attn_flops(a) / spec[SP_BF16];
+    *tm = attn_bytes(a) / spec[SP_HBM];
+}
+
 EXPORT int64_t rv_attention_roofline_ns(const struct rv_attn_shape *a, const double *spec)
 {
-    double tc = attn_flops(a) / spec[SP_BF16], tm = attn_bytes(a) / spec[SP_HBM];
+    double tc, tm;
+    attn_times(a, spec, &tc, &tm);
     return (int64_t)llround((tc > tm ? tc : tm) * 1e9 + spec[SP_LAUNCH_NS]);
 }
 
@@ -295,12 +303,14 @@ EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *sp
 
 static double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fallback */
 /* Optional spec keys (revati/device/spec.py sustained_power): slowdown factors of
- * compute-bound GEMMs and attention at the power limit, and the power state's time constant;
- * zero when the spec has none (sustained power not modelled). */
-static const char *const power_keys[] = {"power.gemm_slowdown", "power.attention_slowdown",
-                                         "power.time_constant_ms", "power.throttle_onset",
-                                         "power.throttle_full"};
-static double g_power[5];
+ * compute-bound GEMMs and attention at the power limit, the power state's time constant and
+ * the states at which throttling starts and is complete; zero when the spec has none or they
+ * are inconsistent (sustained power not modelled). */
+enum { PW_GEMM, PW_ATTENTION, PW_TAU_MS, PW_ONSET, PW_FULL, PW_N };
+static const char *const power_keys[PW_N] = {
+    "power.gemm_slowdown", "power.attention_slowdown", "power.time_constant_ms",
+    "power.throttle_onset", "power.throttle_full"};
+static double g_power[PW_N];
 static double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 static int64_t g_fixed_ns = -1;
 
@@ -353,11 +363,12 @@ static void load_spec(const char *path)
         if (sscanf(line, "%127s %255s", key, val) != 2 || key[0] == '#') continue;
         for (int i = 0; i < SP_N; i++)
             if (!strcmp(key, spec_keys[i])) { g_spec[i] = strtod(val, NULL); seen[i] = 1; }
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < PW_N; i++)
             if (!strcmp(key, power_keys[i])) g_power[i] = strtod(val, NULL);
     }
-    if (!(g_power[0] >= 1 && g_power[1] >= 1 && g_power[2] > 0 && g_power[3] >= 0 &&
-          g_power[4] > g_power[3] && g_power[4] <= 1))
+    if (!(g_power[PW_GEMM] >= 1 && g_power[PW_ATTENTION] >= 1 && g_power[PW_TAU_MS] > 0 &&
+          g_power[PW_ONSET] >= 0 && g_power[PW_FULL] > g_power[PW_ONSET] &&
+          g_power[PW_FULL] <= 1))
         memset(g_power, 0, sizeof g_power);
     fclose(f);
     for (int i = 0; i < SP_N; i++)
@@ -761,15 +772,22 @@ EXPORT bool rv_predict_by_batch(const struct rv_launch *l)
     return l->op == RV_OP_KERNEL && l->kernel && g_fixed_ns < 0 && is_attention_kernel(l->kernel);
 }
 
+/* The batch rv_attention_batch last reported: how many uniform parts it has (0: none yet). */
+static int batch_now(struct rv_attn_shape part[2], struct rv_attn_shape *whole)
+{
+    pthread_mutex_lock(&g_batch.lock);
+    int n = g_batch.n;
+    memcpy(part, g_batch.part, sizeof g_batch.part);
+    *whole = g_batch.whole;
+    pthread_mutex_unlock(&g_batch.lock);
+    return n;
+}
+
 EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
 {
     if (!rv_predict_by_batch(l)) return predict(l, NULL, source);
     struct rv_attn_shape part[2], whole;
-    pthread_mutex_lock(&g_batch.lock);
-    int n = g_batch.n;
-    memcpy(part, g_batch.part, sizeof part);
-    whole = g_batch.whole;
-    pthread_mutex_unlock(&g_batch.lock);
+    int n = batch_now(part, &whole);
     if (n == 0) return predict(l, NULL, source);
     if (n == 1) return predict(l, &part[0], source);
     /* Decodes and prefill chunks in one launch (chunked prefill). The two bracketing
@@ -813,21 +831,18 @@ EXPORT double rv_power_load(const struct rv_launch *l, double *hot_extra, double
 {
     pthread_once(&g_once, init);
     *hot_extra = 0;
-    *tau_ns = g_power[2] * 1e6;
-    if (g_power[2] <= 0) return 0;
+    *tau_ns = g_power[PW_TAU_MS] * 1e6;
+    if (g_power[PW_TAU_MS] <= 0) return 0;
     double tc, tm, slowdown;
     if (l->op == RV_OP_GEMM) {
         gemm_times(l, g_spec, &tc, &tm);
-        slowdown = g_power[0];
+        slowdown = g_power[PW_GEMM];
     } else if (rv_predict_by_batch(l)) {
-        pthread_mutex_lock(&g_batch.lock);
-        int n = g_batch.n;
-        struct rv_attn_shape a = n == 2 ? g_batch.whole : g_batch.part[0];
-        pthread_mutex_unlock(&g_batch.lock);
+        struct rv_attn_shape part[2], whole;
+        int n = batch_now(part, &whole);
         if (n == 0) return 0;
-        tc = attn_flops(&a) / g_spec[SP_BF16];
-        tm = attn_bytes(&a) / g_spec[SP_HBM];
-        slowdown = g_power[1];
+        attn_times(n == 2 ? &whole : &part[0], g_spec, &tc, &tm);
+        slowdown = g_power[PW_ATTENTION];
     } else {
         return 0;
     }
@@ -837,19 +852,19 @@ EXPORT double rv_power_load(const struct rv_launch *l, double *hot_extra, double
     return share;
 }
 
-/* The device shim's power-limit slowdown of a launch (ns beyond its prediction), counted
- * with the measured models' GPU time: it is a measured effect on modelled launches. */
 /* How far the GPU is throttled (0..1) at power state h: not at all while the recent power
  * draw stays under the limit, fully from the spec's throttle_full on. Measured on the H200
  * with a compute-bound GEMM run at duty cycles from 12 to 97 %: no slowdown up to 63 % busy,
  * 69 % of the full slowdown at 73 %, 94 % at 86 %. */
 EXPORT double rv_power_throttle(double h)
 {
-    if (g_power[2] <= 0) return 0;
-    double f = (h - g_power[3]) / (g_power[4] - g_power[3]);
+    if (g_power[PW_TAU_MS] <= 0) return 0;
+    double f = (h - g_power[PW_ONSET]) / (g_power[PW_FULL] - g_power[PW_ONSET]);
     return f < 0 ? 0 : f > 1 ? 1 : f;
 }
 
+/* The device shim's power-limit slowdown of a launch (ns beyond its prediction), counted
+ * with the measured models' GPU time: it is a measured effect on modelled launches. */
 EXPORT void rv_power_count(int64_t extra_ns)
 {
     count_prediction(extra_ns, RV_SRC_MODEL);

@@ -13,9 +13,9 @@ launch.
         writes e2e_<arch>.json per architecture and e2e_kernels.parquet (column arch)
 
 The same forwards run on an emulated GPU (`revati predictor e2e`, emulated()): the GPU time is
-then the sum of the durations the device shim predicted for the forward's launches
-(rv_predict_totals), attention predicted from the lengths the program reports to the shim
-before each forward (rv_attention_batch), as an engine's observer does.
+then the span of one forward, replayed as a CUDA graph right after another, on the emulated
+GPU's timeline (power state included), attention predicted from the lengths the program
+reports to the shim before each forward (rv_attention_batch), as an engine's observer does.
 """
 
 from __future__ import annotations
@@ -188,10 +188,9 @@ def emulated(torch, arch: str) -> dict[str, object]:
     """Each case's GPU time (ns) on the emulated GPU this process runs on (one forward's span
     on the GPU timeline, replayed back to back), and which share of the predicted GPU time
     came from the roofline fallback."""
-    lib = ctypes.CDLL("librevati_predict.so")  # loaded by the device shim
-    lib.rv_attention_batch.restype = None
-    lib.rv_attention_batch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    from revati.predict.features import native
+
+    lib = native()  # the library the device shim loaded (the same file, hence the same copy)
     totals = (ctypes.c_int64 * 3)()
 
     def gpu_ns() -> list[int]:
