@@ -346,8 +346,18 @@ static int do_mutex_slice(void *m, void *unused, const struct timespec *abs) {
 }
 
 /* Waits that no signal can cut short: sleep in real-time slices and re-check the virtual
- * deadline after each, so a jump is noticed within SLICE_NS. */
-static int warped_slices(slice_fn fn, void *a, void *b, int64_t vdeadline, const char *call) {
+ * deadline after each, so a jump is noticed within SLICE_NS.
+ *
+ * A condition variable's slice that ends before the virtual deadline returns 0, a spurious
+ * wake-up (which POSIX allows and every caller handles by re-checking its predicate),
+ * instead of waiting again: a signal sent while the waiter is between two slices (it has
+ * left the condition's queue and is re-taking the mutex) wakes nobody, and only the
+ * caller's predicate still knows about it. Waiting on would lose that wake-up until the
+ * caller's timeout (gloo's collectives stalled until their 30-minute timeout, which the
+ * time warp reaches in seconds). A timed mutex lock has no such predicate: its retry is the
+ * lock itself, so it keeps slicing. */
+static int warped_slices(slice_fn fn, void *a, void *b, int64_t vdeadline, const char *call,
+                         bool spurious_ok) {
     struct rv_wait *w = rv_block_begin_kind(vdeadline, call, RV_WAKE_SLICE);
     int r;
     for (;;) {
@@ -359,6 +369,10 @@ static int warped_slices(slice_fn fn, void *a, void *b, int64_t vdeadline, const
         struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + (l < SLICE_NS ? l : SLICE_NS));
         r = fn(a, b, &abs);
         if (r != ETIMEDOUT) break;
+        if (spurious_ok && rv_now_ns() < vdeadline) {
+            r = 0;
+            break;
+        }
     }
     rv_block_end(w);
     return r;
@@ -369,7 +383,7 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
     if (!ATTACHED) return REAL(pthread_cond_clockwait)(c, m, clk, abs);
     if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000L) return EINVAL;
     return warped_slices(do_cond_slice, c, m, rv_abs_to_mono_deadline(clk, abs),
-                         "pthread_cond_clockwait");
+                         "pthread_cond_clockwait", true);
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -401,7 +415,7 @@ EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const stru
     if (!ATTACHED) return REAL(pthread_mutex_clocklock)(m, clk, abs);
     if (pthread_mutex_trylock(m) == 0) return 0;
     return warped_slices(do_mutex_slice, m, NULL, rv_abs_to_mono_deadline(clk, abs),
-                         "pthread_mutex_timedlock");
+                         "pthread_mutex_timedlock", false);
 }
 
 EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs) {

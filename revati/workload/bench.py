@@ -108,11 +108,32 @@ def free_port(requested: int | None) -> int:
         return s.getsockname()[1]
 
 
+_PROC_PREFIX = re.compile(r"^\([\w-]+ pid=\d+\)\s?")
+
+
+def _first_error(lines: list[str], context: int = 8) -> list[str]:
+    """The end of the log's first traceback: where a multi-process engine failed first,
+    which its last lines (the API server's own traceback) no longer show."""
+    body = [_PROC_PREFIX.sub("", line) for line in lines]
+    start = next((i for i, b in enumerate(body) if b.startswith("Traceback (most recent")),
+                 None)
+    if start is None:
+        return []
+    end = next((i for i in range(start + 1, len(body))
+                if body[i] and not body[i][0].isspace()), len(body) - 1)
+    return lines[max(start, end - context):end + 1]
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
+    tail = text[-lines:]
+    first = _first_error(text)
+    if first and first[-1] not in tail:
+        return "\n".join(["first error:", *first, "...", "last lines:", *tail])
+    return "\n".join(tail)
 
 
 _PROGRESS = re.compile(r"(\d+)/(\d+) \[")
@@ -151,7 +172,7 @@ class Deployment:
             if until is None and code == 0:
                 return
             if code is not None:
-                raise BenchError(f"{what} failed (exit {code}); last lines of {log}:\n"
+                raise BenchError(f"{what} failed (exit {code}); from {log}:\n"
                                  f"{_tail(log)}")
             if until is not None and until():
                 return

@@ -144,3 +144,55 @@ def test_a_wait_the_shim_does_not_wrap_does_not_freeze_the_clock() -> None:
     """)
     assert r.returncode == 0, r.stderr
     assert r.json()["got_lock_after"] == pytest.approx(5, abs=0.1)
+
+
+def test_a_condition_signalled_between_two_wait_slices_is_not_lost() -> None:
+    """A timed pthread condition wait sleeps in real-time slices. A signal sent after the
+    signaller unlocks (as gloo does) can land while the waiter is between two slices, out
+    of the condition's queue: the waiter must return to re-check its predicate then, not
+    wait on until its own deadline (which stalled gloo's collectives until their timeout)."""
+    r = run_py("""
+        import ctypes, json, threading, time
+        libc = ctypes.CDLL(None)
+        mutex, cond = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+        flag = ctypes.c_int(0)
+
+        class Timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+        ROUNDS, TIMEOUT_S, late = 3000, 5.0, []
+
+        def waiter():
+            for i in range(ROUNDS):
+                libc.pthread_mutex_lock(mutex)
+                t0 = time.monotonic()
+                end = t0 + TIMEOUT_S
+                ts = Timespec(int(end), int(end % 1 * 1e9))
+                while not flag.value:
+                    if libc.pthread_cond_clockwait(cond, mutex, 1, ctypes.byref(ts)) != 0:
+                        break
+                if time.monotonic() - t0 > TIMEOUT_S / 2:
+                    late.append(i)
+                flag.value = 0
+                libc.pthread_mutex_unlock(mutex)
+
+        t0 = time.monotonic()
+        w = threading.Thread(target=waiter)
+        w.start()
+        for _ in range(ROUNDS):
+            end = time.perf_counter() + 0.001  # ~1 ms of work: the waiter's slice ends meanwhile
+            while time.perf_counter() < end:
+                pass
+            libc.pthread_mutex_lock(mutex)
+            flag.value = 1
+            libc.pthread_mutex_unlock(mutex)
+            libc.pthread_cond_signal(cond)
+            while flag.value:
+                time.sleep(0)
+        w.join()
+        print(json.dumps({"virtual_s": time.monotonic() - t0, "late": late}))
+    """, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["late"] == [], out
+    assert out["virtual_s"] < 5.0, out
