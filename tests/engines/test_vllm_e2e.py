@@ -78,7 +78,9 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert len(rows) == 20
     assert all(int(r["output_tokens"]) == 32 and not r["error"] for r in rows)
-    assert len(json.loads(rows[0]["itl_ms"])) == 31
+    # one inter-token latency per streamed chunk: 31 for 32 tokens, fewer when the server
+    # coalesced tokens into one chunk (it does, now and then, as on a real GPU)
+    assert all(0 < len(json.loads(r["itl_ms"])) <= 31 for r in rows)
 
 
 def test_trace_replay_sends_each_request_at_its_virtual_time(server: EmulatedServer,

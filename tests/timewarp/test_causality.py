@@ -23,8 +23,10 @@ def test_round_trips_include_the_server_delay_and_nothing_more(transport: str) -
     rtts = r.json()["rtts"]
     assert len(rtts) == 100
     assert min(rtts) >= SERVER_DELAY  # a jump never skipped part of the server's sleep
-    # real processing only on top of the delay: no jump happened while a message was in flight
-    assert max(rtts) < SERVER_DELAY + 0.005, sorted(rtts)[-5:]
+    # real processing only on top of the delay: no jump happened while a message was in
+    # flight. That processing is CPU time, which counts in virtual time: a loaded 2-core CI
+    # host stretched one round trip by 5.4 ms, so the bound leaves 15 ms for it.
+    assert max(rtts) < SERVER_DELAY + 0.015, sorted(rtts)[-5:]
 
 
 def test_receiver_blocked_in_read_stamps_the_message_at_send_time() -> None:
