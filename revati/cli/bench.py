@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from revati.engines import ENGINES
 from revati.timewarp.timekeeper import parse_cores
 from revati.workload.bench import BenchError, BenchOptions, run_bench
 from revati.workload.datasets import DATASETS
@@ -13,10 +14,12 @@ from revati.workload.datasets import DATASETS
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "bench", help="benchmark an emulated serving engine (as `vllm bench serve` would)",
+        "bench", help="benchmark an emulated serving engine (vLLM or SGLang) with `vllm bench "
+        "serve`",
         description="Start a Timekeeper, the emulated engine and the load generator; write "
         "OUT/summary.json and OUT/requests.csv. Arguments after -- go to the engine.")
-    p.add_argument("--engine", default="vllm")
+    p.add_argument("--engine", default="vllm", choices=sorted(ENGINES),
+                   help="serving engine (its interpreter: .venv-ENGINE, see --engine-python)")
     p.add_argument("--model", required=True, help="catalog name (conf/model), e.g. llama3_8b")
     p.add_argument("--hardware", required=True, help="conf/hardware name or prefix, e.g. h200")
     p.add_argument("--tp", type=int, default=1)

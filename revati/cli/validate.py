@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from revati.engines import ENGINES
 from revati.workload.bench import BenchError, BenchOptions
 from revati.workload.validate import render, validate
 
@@ -17,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--save-result --save-detailed` on a real GPU) against the emulated engine and print "
         "every summary metric, emulated vs real, with the relative error.")
     p.add_argument("--real", type=Path, required=True, metavar="RESULT.json")
+    p.add_argument("--engine", default="vllm", choices=sorted(ENGINES),
+                   help="the engine the real run served with")
     p.add_argument("--model", required=True)
     p.add_argument("--hardware", required=True)
     p.add_argument("--tp", type=int, default=1)
@@ -32,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
-    opts = BenchOptions(model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
-                        engine_python=args.engine_python, out=args.out,
+    opts = BenchOptions(model=args.model, hardware=args.hardware, engine=args.engine,
+                        tp=args.tp, pp=args.pp, engine_python=args.engine_python, out=args.out,
                         num_warmups=args.num_warmups,
                         engine_args=extra)
     try:

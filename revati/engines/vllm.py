@@ -6,15 +6,17 @@ release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models).""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from revati.engines.common import has_module, http_ok
+
 NAME = "vllm"
+MODULE = "vllm"
+BENCH_BACKEND = "vllm"
 
 # Set for every emulated vLLM process, with the reason:
 ENV = {
@@ -41,18 +43,17 @@ ENV = {
 OBSERVER_DIR = Path(__file__).resolve().with_name("vllm_observer")
 
 
-def serve_env(base: dict[str, str]) -> dict[str, str]:
-    """The environment of the emulated `vllm serve`: base, ENV, and the observer."""
+def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:
+    """The environment of the emulated `vllm serve` (run by `python`): base, ENV, and the
+    observer."""
     env = base | ENV
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OBSERVER_DIR), base.get("PYTHONPATH"))
                                         if p)
     return env
 
 
-def has_vllm(python: Path) -> bool:
-    r = subprocess.run([str(python), "-c", "import importlib.util as u, sys; "
-                        "sys.exit(u.find_spec('vllm') is None)"], capture_output=True)
-    return r.returncode == 0
+def has_engine(python: Path) -> bool:
+    return has_module(python, MODULE)
 
 
 def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int, tp: int,
@@ -64,11 +65,7 @@ def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int,
 
 
 def is_ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+    return http_ok(port, "/health")
 
 
 _BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
@@ -84,12 +81,13 @@ def num_gpu_blocks(port: int) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def bench_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
+def bench_command(python: Path, backend: str, port: int, model_dir: Path, tokenizer_dir: Path,
                   result_dir: Path, result_file: str, load: dict[str, str | None]) -> list[str]:
-    """`vllm bench serve`, unmodified, as the load generator. `load` maps its flags (without
-    the leading dashes) to values, None for a flag without one."""
+    """`vllm bench serve`, unmodified, as the load generator of every engine (one client, so
+    the metrics of two engines are defined alike). `load` maps its flags (without the
+    leading dashes) to values, None for a flag without one."""
     cmd = [str(python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
-           "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
+           "--backend", backend, "--base-url", f"http://127.0.0.1:{port}",
            "--model", str(model_dir), "--tokenizer", str(tokenizer_dir),
            "--ignore-eos", "--save-result", "--save-detailed",
            "--result-dir", str(result_dir), "--result-filename", result_file,
@@ -97,13 +95,3 @@ def bench_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
     for flag, value in load.items():
         cmd += [f"--{flag}"] + ([] if value is None else [value])
     return cmd
-
-
-def max_model_len(port: int) -> int | None:
-    """The longest request (prompt plus output) the served model takes, from /v1/models."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
-            cards = json.loads(r.read())["data"]
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        return None
-    return cards[0].get("max_model_len") if cards else None

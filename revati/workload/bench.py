@@ -1,10 +1,10 @@
 """`revati bench`: one emulated deployment under load, measured in virtual time.
 
-A Timekeeper, the real `vllm serve` on emulated GPUs, and the real `vllm bench serve` as
-the load generator, all in one virtual time: the latencies the client measures are what
-the emulated GPUs would give. Writes OUT/summary.json (every key `vllm bench serve
---save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage), OUT/requests.csv
-(one row per request), and keeps OUT/engine.log and OUT/client.log."""
+A Timekeeper, the real engine (`vllm serve` or SGLang's server) on emulated GPUs, and the
+real `vllm bench serve` as the load generator, all in one virtual time: the latencies the
+client measures are what the emulated GPUs would give. Writes OUT/summary.json (every key
+`vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage),
+OUT/requests.csv (one row per request), and keeps OUT/engine.log and OUT/client.log."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from pathlib import Path
 from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
 from revati.device.spec import known_hardware
-from revati.engines import vllm
+from revati.engines import ENGINES, vllm
+from revati.engines.common import max_model_len
 from revati.models.catalog import UnknownModelError, resolve_name
 from revati.models.folder import materialise
 from revati.timewarp.runner import emulated_env, start_notices
@@ -84,18 +85,17 @@ def resolve_hardware(name: str) -> str:
     raise BenchError(f"unknown hardware {name!r}; known: {', '.join(known)}")
 
 
-def engine_python(opts: BenchOptions) -> Path:
-    """The interpreter that has the engine: --engine-python, $REVATI_VLLM_PYTHON, the
-    .venv-vllm that scripts/install.sh makes, or this interpreter."""
-    candidates = [opts.engine_python, os.environ.get("REVATI_VLLM_PYTHON"),
-                  REPO / ".venv-vllm" / "bin" / "python", Path(sys.executable)]
-    for c in candidates:
-        if c and Path(c).exists():
-            python = Path(c)
-            break
-    if not vllm.has_vllm(python):
-        raise BenchError(f"vLLM is not installed for {python}: run scripts/install.sh "
-                         "(it makes .venv-vllm) or pass --engine-python")
+def find_python(engine: str, given: Path | None = None) -> Path:
+    """The interpreter that has `engine`: `given` (--engine-python), $REVATI_<ENGINE>_PYTHON,
+    the .venv-<engine> that scripts/install.sh makes, or this interpreter."""
+    if engine not in ENGINES:
+        raise BenchError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    candidates = [given, os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
+                  REPO / f".venv-{engine}" / "bin" / "python", Path(sys.executable)]
+    python = next(Path(c) for c in candidates if c and Path(c).exists())
+    if not ENGINES[engine].has_engine(python):
+        raise BenchError(f"{engine} is not installed for {python}: run scripts/install.sh "
+                         f"(it makes .venv-{engine}) or pass --engine-python")
     return python
 
 
@@ -202,19 +202,21 @@ class Deployment:
 
 
 class EmulatedServer:
-    """`vllm serve` of a catalog model on emulated GPUs, ready to take requests; a
+    """An engine's server for a catalog model on emulated GPUs, ready to take requests; a
     context manager that ends the whole deployment on exit."""
 
     def __init__(self, opts: BenchOptions) -> None:
-        if opts.engine != vllm.NAME:
-            raise BenchError(f"engine {opts.engine!r} is not supported yet (supported: vllm)")
+        self.python = find_python(opts.engine, opts.engine_python)
+        self.engine = ENGINES[opts.engine]
+        # the load generator is vLLM's client for every engine
+        self.client_python = (self.python if opts.engine == vllm.NAME
+                              else find_python(vllm.NAME))
         try:
             self.model = resolve_name(opts.model)
         except UnknownModelError as e:
             raise BenchError(str(e)) from e
         self.hardware = resolve_hardware(opts.hardware)
         self.opts = opts
-        self.python = engine_python(opts)
         self.port = free_port(opts.port)
         self.out = opts.out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -240,22 +242,24 @@ class EmulatedServer:
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()
         try:
-            env = vllm.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
-                                              self.device))
+            env = self.engine.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
+                                                     self.device), self.python)
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
             self.pid = pid = self.dep.tree.spawn(
-                vllm.serve_command(self.python, self.folder.model_dir, self.folder.tokenizer_dir,
-                                   self.port, self.opts.tp, self.opts.pp, self.opts.engine_args),
+                self.engine.serve_command(self.python, self.folder.model_dir,
+                                          self.folder.tokenizer_dir, self.port, self.opts.tp,
+                                          self.opts.pp, self.opts.engine_args),
                 env, self.log)
-            self.dep.progress(f"starting vllm serve for {self.model} on "
+            name = self.engine.NAME
+            self.dep.progress(f"starting {name} for {self.model} on "
                               f"{self.opts.tp * self.opts.pp}x {self.hardware}", wall0)
-            self.dep.wait(pid, lambda: vllm.is_ready(self.port), "vllm serve start-up",
+            self.dep.wait(pid, lambda: self.engine.is_ready(self.port), f"{name} start-up",
                           self.opts.ready_timeout_s, self.log)
         except BaseException:
             self.dep.close()
             raise
-        self.num_gpu_blocks = vllm.num_gpu_blocks(self.port)
-        self.max_model_len = vllm.max_model_len(self.port)
+        self.num_gpu_blocks = self.engine.num_gpu_blocks(self.port)
+        self.max_model_len = max_model_len(self.port)
         self.dep.progress(f"engine ready ({self.num_gpu_blocks} KV-cache blocks)", wall0)
         return self
 
@@ -287,14 +291,16 @@ class EmulatedServer:
         env = emulated_env(self.dep.tk.segment, opts.log_level, {}) | vllm.ENV
         wall0 = time.monotonic()
         client = self.dep.tree.spawn(
-            vllm.bench_command(self.python, self.port, self.folder.model_dir,
-                               self.folder.tokenizer_dir, out, RAW_RESULT, load), env, client_log)
+            vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND, self.port,
+                               self.folder.model_dir, self.folder.tokenizer_dir, out,
+                               RAW_RESULT, load), env, client_log)
         self.dep.wait(client, None, "load generator", opts.ready_timeout_s, client_log)
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
-        summary["revati"] = {"model": self.model, "hardware": self.hardware,
-                             "tp": self.opts.tp, "pp": self.opts.pp,
-                             "engine_args": self.opts.engine_args, "engine_env": vllm.ENV,
+        summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
+                             "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
+                             "engine_args": self.opts.engine_args,
+                             "engine_env": self.engine.ENV,
                              "cores": self.cores,
                              "cpu_contention": vars(self.dep.tk.contention())}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))

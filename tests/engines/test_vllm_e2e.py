@@ -123,6 +123,12 @@ def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
     r = subprocess.run([*base[:-4], "--model", "llama3_8b", "--hardware", "b999", "--out",
                         str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 1 and "unknown hardware 'b999'" in r.stderr
+    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "sglang",
+                        "--engine-python", "/usr/bin/python3"], capture_output=True, text=True)
+    assert r.returncode == 1 and "sglang is not installed for /usr/bin/python3" in r.stderr
+    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "trt"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid choice: 'trt'" in r.stderr
 
 
 def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:

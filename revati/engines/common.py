@@ -1,0 +1,35 @@
+"""What Revati asks of every engine's process and server, whatever the engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def has_module(python: Path, module: str) -> bool:
+    """Whether `python` can import `module` (without importing it: engines load slowly)."""
+    r = subprocess.run([str(python), "-c", "import importlib.util as u, sys; "
+                        f"sys.exit(u.find_spec({module!r}) is None)"], capture_output=True)
+    return r.returncode == 0
+
+
+def http_ok(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def max_model_len(port: int) -> int | None:
+    """The longest request (prompt plus output) the served model takes, from the OpenAI
+    API's model card (/v1/models), which vLLM and SGLang both fill in."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
+            cards = json.loads(r.read())["data"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+    return cards[0].get("max_model_len") if cards else None

@@ -1,0 +1,93 @@
+"""SGLang as Revati runs it: the `sglang.launch_server` command line, its environment under
+emulation, readiness, and what it reports about itself.
+
+Nothing here depends on one SGLang version beyond the flags and endpoints every recent
+release has (`--model-path`, `--tp-size`, /health, /server_info, /v1/models)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from revati.engines.common import has_module, http_ok
+
+NAME = "sglang"
+MODULE = "sglang"
+# `vllm bench serve` drives every engine; SGLang serves the same OpenAI completions API,
+# which vLLM's client calls "openai" (the request function is the one of its "vllm")
+BENCH_BACKEND = "openai"
+
+# Set for every emulated SGLang process, with the reason:
+ENV = {
+    # No usage reports or downloads from an emulation host.
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "NCCL_NVLS_ENABLE": "0",
+}
+
+# Flags Revati adds to every SGLang server, with the reason:
+FLAGS = [
+    # SGLang's start-up warm-up request is English text ("The capital city of France
+    # is"), which the synthetic vocabulary cannot express (revati.models.tokenizer has no
+    # unknown-word token on purpose). The warm-up measures nothing; `revati bench
+    # --num-warmups` sends warm-up requests the vocabulary can express.
+    "--skip-server-warmup",
+]
+
+
+def cuda_home(python: Path) -> str | None:
+    """The CUDA toolkit for SGLang's JIT kernels (rotary, activation and KV-cache stores are
+    compiled with nvcc at start-up; FlashInfer's sampler needs curand's headers): $CUDA_HOME,
+    else the toolkit that SGLang's own pip dependencies install beside it (nvidia/cu13)."""
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    for site in (python.parent.parent / "lib").glob("python3*/site-packages"):
+        toolkit = site / "nvidia" / "cu13"
+        if (toolkit / "bin" / "nvcc").exists():
+            return str(toolkit)
+    return None
+
+
+def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:
+    """The environment of the emulated SGLang server: base, ENV and the CUDA toolkit."""
+    env = base | ENV
+    home = cuda_home(python)
+    if home:
+        env["CUDA_HOME"] = home
+        env["PATH"] = os.pathsep.join(p for p in (f"{home}/bin", base.get("PATH")) if p)
+    return env
+
+
+def has_engine(python: Path) -> bool:
+    return has_module(python, MODULE)
+
+
+def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int, tp: int,
+                  pp: int, extra: list[str]) -> list[str]:
+    return [str(python), "-m", "sglang.launch_server", "--model-path", str(model_dir),
+            "--tokenizer-path", str(tokenizer_dir), "--load-format", "dummy",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--tp-size", str(tp), "--pp-size", str(pp), *FLAGS, *extra]
+
+
+def is_ready(port: int) -> bool:
+    # 503 until the server's start-up (and warm-up, when it runs one) is over
+    return http_ok(port, "/health")
+
+
+def _server_info(port: int) -> dict:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=10) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+
+
+def num_gpu_blocks(port: int) -> int | None:
+    """KV-cache pages: SGLang's token capacity over its page size (1 token by default)."""
+    info = _server_info(port)
+    tokens, page = info.get("max_total_num_tokens"), info.get("page_size") or 1
+    return int(tokens) // int(page) if tokens else None

@@ -1,0 +1,86 @@
+"""The real SGLang on an emulated H200, end to end (issue: SGLang end to end under emulation).
+
+One emulated SGLang server is shared by the tests of this module; the benchmark client is
+the same `vllm bench serve` that measures vLLM, so the two engines' figures are defined
+alike."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from revati.workload.bench import BenchOptions, EmulatedServer
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang",
+                        out=tmp_path_factory.mktemp("sgl"),
+                        engine_args=["--context-length", "4096"], ready_timeout_s=1200)
+    with EmulatedServer(opts) as srv:
+        yield srv
+
+
+def post(srv: EmulatedServer, path: str, body: dict) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{srv.port}{path}",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def test_completion_has_exactly_max_tokens(server: EmulatedServer) -> None:
+    out = post(server, "/v1/completions", {"model": str(server.folder.model_dir),
+                                           "prompt": "t1 t2 t3 t4 t5 t6 t7", "max_tokens": 20,
+                                           "ignore_eos": True})
+    assert out["usage"]["prompt_tokens"] == 7
+    assert out["usage"]["completion_tokens"] == 20
+    assert out["choices"][0]["finish_reason"] == "length"
+
+
+def test_engine_reports_its_kv_cache_and_context(server: EmulatedServer) -> None:
+    # SGLang sizes its KV cache in tokens (pages of one token by default): Llama-3.1-8B's
+    # 128 KiB per token in the ~100 GiB an H200 leaves at --mem-fraction-static 0.9
+    assert server.num_gpu_blocks is not None and 600_000 < server.num_gpu_blocks < 1_000_000
+    assert server.max_model_len == 4096
+
+
+def test_bench_summary_matches_vllms_keys(server: EmulatedServer, tmp_path: Path) -> None:
+    opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang", out=tmp_path,
+                        input_len=128, output_len=32, num_prompts=12, request_rate=10.0,
+                        seed=1)
+    s = server.run_load(opts, tmp_path)
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "request_throughput",
+                "output_throughput", "duration", "completed", "num_gpu_blocks"):
+        assert key in s, key
+    assert s["completed"] == 12 and s["failed"] == 0
+    assert s["total_output_tokens"] == 12 * 32
+    assert s["revati"]["engine"] == "sglang"
+    assert 0 < s["mean_ttft_ms"] < s["mean_e2el_ms"]
+    # decode steps of a batch of ~a few requests on an H200: milliseconds, not zero
+    assert 1.0 < s["mean_tpot_ms"] < 50.0
+    rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
+    assert all(int(r["output_tokens"]) == 32 and not r["error"] for r in rows)
+
+
+def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
+    """`revati bench --engine sglang` on two emulated H200s: two SGLang TP workers coupled
+    by NCCL and gloo."""
+    r = subprocess.run(
+        [sys.executable, "-m", "revati.cli.main", "bench", "--engine", "sglang",
+         "--model", "llama3_8b", "--hardware", "h200", "--tp", "2", "--input-len", "128",
+         "--output-len", "16", "--num-prompts", "8", "--request-rate", "10",
+         "--out", str(tmp_path), "--", "--context-length", "4096"],
+        capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["completed"] == 8 and s["total_output_tokens"] == 8 * 16
+    assert s["revati"]["tp"] == 2 and s["revati"]["engine"] == "sglang"
