@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.error
 import urllib.request
@@ -33,3 +34,16 @@ def max_model_len(port: int) -> int | None:
     except (urllib.error.URLError, OSError, ValueError, KeyError):
         return None
     return cards[0].get("max_model_len") if cards else None
+
+
+# Revati's read-only batch observers, one plugin per engine (revati_vllm_observer,
+# revati_sglang_observer): on the engine's PYTHONPATH, each engine's own plugin loader finds
+# its plugin (by the entry point in its dist-info) and loads it in every engine process,
+# so attention kernels are predicted from each forward's sequence lengths.
+OBSERVERS_DIR = Path(__file__).resolve().with_name("observers")
+
+
+def with_observers(env: dict[str, str]) -> dict[str, str]:
+    """env with the observers' folder first on PYTHONPATH."""
+    paths = (str(OBSERVERS_DIR), env.get("PYTHONPATH"))
+    return env | {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from revati.engines.common import has_module, http_ok
+from revati.engines.common import has_module, http_ok, with_observers
 
 NAME = "sglang"
 MODULE = "sglang"
@@ -52,8 +52,9 @@ def cuda_home(python: Path) -> str | None:
 
 
 def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:
-    """The environment of the emulated SGLang server: base, ENV and the CUDA toolkit."""
-    env = base | ENV
+    """The environment of the emulated SGLang server: base, ENV, the CUDA toolkit, and
+    Revati's batch observer (an SGLang plugin, see revati.engines.observers)."""
+    env = with_observers(base | ENV)
     home = cuda_home(python)
     if home:
         env["CUDA_HOME"] = home

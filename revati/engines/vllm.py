@@ -6,13 +6,12 @@ release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models).""
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from revati.engines.common import has_module, http_ok
+from revati.engines.common import has_module, http_ok, with_observers
 
 NAME = "vllm"
 MODULE = "vllm"
@@ -37,19 +36,10 @@ ENV = {
 }
 
 
-# Revati's read-only batch observer, a vLLM plugin (vllm_observer/revati_vllm_observer):
-# on the engine's PYTHONPATH, vLLM's own plugin loader finds and loads it in every engine
-# process, so attention kernels are predicted from each step's sequence lengths.
-OBSERVER_DIR = Path(__file__).resolve().with_name("vllm_observer")
-
-
 def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:
-    """The environment of the emulated `vllm serve` (run by `python`): base, ENV, and the
-    observer."""
-    env = base | ENV
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(OBSERVER_DIR), base.get("PYTHONPATH"))
-                                        if p)
-    return env
+    """The environment of the emulated `vllm serve` (run by `python`): base, ENV, and
+    Revati's batch observer (a vLLM plugin, see revati.engines.observers)."""
+    return with_observers(base | ENV)
 
 
 def has_engine(python: Path) -> bool:

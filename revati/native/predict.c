@@ -340,6 +340,8 @@ static const char *(*lgbm_error)(void);
 static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 
 static _Atomic int64_t g_totals[3];
+/* of them, attention predicted from the batch the engine reported (rv_attention_batch) */
+static _Atomic int64_t g_by_batch_ns;
 static void maybe_write_totals(void);
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -408,8 +410,45 @@ static int find_family(const char *name)
 static void vocab_put(uint64_t hash, int family, int id)
 {
     size_t i = hash & (g_vocab_cap - 1);
-    while (g_vocab[i].family >= 0) i = (i + 1) & (g_vocab_cap - 1);
+    while (g_vocab[i].family >= 0) {
+        /* a skeleton already taken stays with its first kernel */
+        if (g_vocab[i].hash == hash && g_vocab[i].family == family) return;
+        i = (i + 1) & (g_vocab_cap - 1);
+    }
     g_vocab[i] = (struct vocab_entry){hash, family, id};
+}
+
+/* The end of a numeric or boolean literal at p (NULL: none there). */
+static const char *skip_literal(const char *p)
+{
+    if (*p >= '0' && *p <= '9') {
+        while (*p >= '0' && *p <= '9') p++;
+        return p;
+    }
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    return NULL;
+}
+
+/* A kernel name's skeleton: every run of numeric and boolean template arguments ("2",
+ * "128, true, false, 1") reduced to one placeholder. Two builds of one kernel template
+ * (another engine's FlashAttention 3, with other tile sizes or one flag more) share a
+ * skeleton; a name the profile never saw is given the vocabulary id of the first profiled
+ * kernel with its skeleton, so it is predicted as that kernel (and an attention kernel from
+ * the engine's batch) instead of as an unknown. Salted: never equal to an exact name's. */
+static uint64_t skeleton_hash(const char *name)
+{
+    uint64_t h = FNV0 ^ 0x5bd1e995u;
+    for (const char *p = name; *p;) {
+        const char *end = skip_literal(p);
+        if (!end) {
+            h = fnv1a(p++, 1, h);
+            continue;
+        }
+        h = fnv1a("#", 1, h);
+        for (p = end; p[0] == ',' && p[1] == ' ' && (end = skip_literal(p + 2));) p = end;
+    }
+    return h;
 }
 
 /* The index written by revati.predict.train: see docs/predictor.md for its grammar. */
@@ -432,7 +471,7 @@ static void load_index(const char *path)
         rewind(f);
         if (pass == 1) {
             g_vocab_cap = 64;
-            while (g_vocab_cap < 2 * nkern + 2) g_vocab_cap *= 2;
+            while (g_vocab_cap < 4 * nkern + 2) g_vocab_cap *= 2; /* names and skeletons */
             g_vocab = malloc(g_vocab_cap * sizeof *g_vocab);
             for (size_t i = 0; i < g_vocab_cap; i++) g_vocab[i].family = -1;
         }
@@ -475,6 +514,7 @@ static void load_index(const char *path)
                 g_pat[g_npat++] = (struct pattern){find_family(fam), strdup(line + off)};
             } else if (pass == 1 && sscanf(line, "kernel %63s %d %n", fam, &id, &off) == 2 && off) {
                 vocab_put(fnv1a(line + off, strlen(line + off), FNV0), find_family(fam), id);
+                vocab_put(skeleton_hash(line + off), find_family(fam), id);
             }
         }
     }
@@ -567,7 +607,10 @@ static void make_key(struct key *k, const struct rv_launch *l, const struct rv_a
 
 /* ---------------------------------------------------------------- prediction */
 
-static int vocab_id(uint64_t hash, int family)
+/* A kernel's hashes: of its demangled name, and of that name's skeleton. */
+struct name_hash { uint64_t exact, skeleton; };
+
+static int vocab_find(uint64_t hash, int family)
 {
     for (size_t i = hash & (g_vocab_cap - 1); g_vocab && g_vocab[i].family >= 0;
          i = (i + 1) & (g_vocab_cap - 1))
@@ -575,14 +618,22 @@ static int vocab_id(uint64_t hash, int family)
     return -1;
 }
 
-/* Family of a kernel by its demangled name (-1: none) and the name's hash for vocab_id. */
-static int classify(const char *name, uint64_t *hash)
+/* The kernel's id in a family's vocabulary: its own, else its skeleton's (-1: neither). */
+static int vocab_id(struct name_hash h, int family)
+{
+    int id = vocab_find(h.exact, family);
+    return id >= 0 ? id : vocab_find(h.skeleton, family);
+}
+
+/* Family of a kernel by its demangled name (-1: none) and the name's hashes for vocab_id. */
+static int classify(const char *name, struct name_hash *hash)
 {
     char *dem = NULL;
     int status = -1;
     if (cxa_demangle && name[0] == '_' && name[1] == 'Z') dem = cxa_demangle(name, NULL, NULL, &status);
     const char *n = status == 0 && dem ? dem : name;
-    *hash = fnv1a(n, strlen(n), FNV0);
+    hash->exact = fnv1a(n, strlen(n), FNV0);
+    hash->skeleton = skeleton_hash(n);
     int fam = -1;
     for (int i = 0; fam < 0 && i < g_npat; i++)
         if (strcasestr(n, g_pat[i].needle)) fam = g_pat[i].family;
@@ -615,7 +666,7 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
                                 int *source)
 {
     int fam = -1;
-    uint64_t hash = 0;
+    struct name_hash hash = {0, 0};
     double x[NFEAT_MAX];
     if (l->op == RV_OP_KERNEL) {
         if (l->kernel) fam = classify(l->kernel, &hash);
@@ -753,7 +804,7 @@ static bool is_attention_kernel(const char *name)
     int8_t attn = memo[i].h == h ? memo[i].attn : -1;
     pthread_mutex_unlock(&lock);
     if (attn >= 0) return attn;
-    uint64_t dh;
+    struct name_hash dh;
     int fam = classify(name, &dh), shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);
     attn = fam >= 0 && !strcmp(g_fam[fam].name, "attention") && shape_fam >= 0 &&
            g_fam[shape_fam].booster && vocab_id(dh, shape_fam) >= 0;
@@ -789,7 +840,11 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     struct rv_attn_shape part[2], whole;
     int n = batch_now(part, &whole);
     if (n == 0) return predict(l, NULL, source);
-    if (n == 1) return predict(l, &part[0], source);
+    if (n == 1) {
+        int64_t ns = predict(l, &part[0], source);
+        atomic_fetch_add(&g_by_batch_ns, ns);
+        return ns;
+    }
     /* Decodes and prefill chunks in one launch (chunked prefill). The two bracketing
      * estimates, checked against 60 such launches of vLLM's FA3 measured on the H200
      * (profiles/h200/fa3_mixed.parquet): the parts predicted apart pay the kernel's
@@ -799,6 +854,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     int src;
     double apart = (double)(predict_once(l, &part[0], &src) + predict_once(l, &part[1], &src));
     int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src)));
+    atomic_fetch_add(&g_by_batch_ns, ns);
     count_prediction(ns, src);
     if (source) *source = src;
     return ns;
@@ -877,7 +933,8 @@ EXPORT void rv_predict_totals(int64_t out_ns[3])
 
 /* When REVATI_PREDICT_TOTALS names a directory, this process's predicted GPU time per source
  * is kept there as <pid>.json, so that `revati bench` can report which share of the GPU
- * time came from measured models (predictor_coverage). Rewritten at most once a second and
+ * time came from measured models (predictor_coverage) and how much attention time came
+ * from the batches the engine's observer reported (attention_by_batch_s). Rewritten at most once a second and
  * at exit: engine processes often end through _exit, which runs no exit handlers. */
 static void write_totals(void)
 {
@@ -890,8 +947,10 @@ static void write_totals(void)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld}\n",
-            (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED]);
+    fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld, "
+            "\"attention_by_batch_ns\": %lld}\n",
+            (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED],
+            (long long)atomic_load(&g_by_batch_ns));
     fclose(f);
     rename(tmp, path); /* readers never see a half-written file */
 }

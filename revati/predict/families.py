@@ -51,9 +51,11 @@ ATTENTION_SHAPE = Family("attention_shape", ATTENTION_SHAPE_OP, target_mape=0.08
 BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE)}
 # Names that a family's pattern would claim wrongly, matched before every family: vLLM's
 # KV-cache writes (reshape_and_cache_flash: "flash" would make them attention) are
-# element-wise copies of the step's new keys and values.
+# element-wise copies of the step's new keys and values; FlashInfer's RMSNorm kernels, which
+# SGLang launches (kernel_cutlass_kernel_flashinfernormkernels...RMSNormKernel...), are norms.
 OVERRIDES: tuple[tuple[str, str], ...] = (("reshape_and_cache", "elementwise"),
-                                          ("concat_and_cache", "elementwise"))
+                                          ("concat_and_cache", "elementwise"),
+                                          ("rmsnorm", "norm"))
 
 
 def match_order() -> list[tuple[str, str]]:

@@ -3,8 +3,9 @@
 A Timekeeper, the real engine (`vllm serve` or SGLang's server) on emulated GPUs, and the
 real `vllm bench serve` as the load generator, all in one virtual time: the latencies the
 client measures are what the emulated GPUs would give. Writes OUT/summary.json (every key
-`vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage),
-OUT/requests.csv (one row per request), and keeps OUT/engine.log and OUT/client.log."""
+`vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage,
+attention_by_batch_s), OUT/requests.csv (one row per request), and keeps OUT/engine.log and
+OUT/client.log."""
 
 from __future__ import annotations
 
@@ -267,16 +268,23 @@ class EmulatedServer:
         assert self.dep is not None
         self.dep.close(self.pid)
 
+    def predictor_totals(self) -> dict[str, int]:
+        """Predicted GPU time (ns) by source over the engine processes, as each last wrote
+        it (at most a second old while it runs, final once it has exited): model_ns,
+        roofline_ns, fixed_ns, and attention_by_batch_ns, the attention time predicted
+        from the batches the engine's observer reported."""
+        totals: dict[str, int] = {}
+        for f in self.totals.glob("*.json"):
+            for k, v in json.loads(f.read_text()).items():
+                totals[k] = totals.get(k, 0) + v
+        return totals
+
     def predictor_coverage(self) -> float | None:
         """Share of the predicted GPU time that came from measured models rather than the
-        roofline, over the engine processes that have exited so far (each leaves its
-        totals when it ends)."""
-        model = roofline = 0
-        for f in self.totals.glob("*.json"):
-            t = json.loads(f.read_text())
-            model += t["model_ns"]
-            roofline += t["roofline_ns"]
-        return model / (model + roofline) if model + roofline else None
+        roofline, over the engine processes that have exited so far."""
+        t = self.predictor_totals()
+        known = t.get("model_ns", 0) + t.get("roofline_ns", 0)
+        return t.get("model_ns", 0) / known if known else None
 
     def run_load(self, opts: BenchOptions, out: Path) -> dict:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
@@ -348,6 +356,8 @@ def run_bench(opts: BenchOptions) -> dict:
         summary = server.run_load(opts, opts.out)
     # the engine processes leave their predictor totals as they exit
     summary["predictor_coverage"] = server.predictor_coverage()
+    summary["attention_by_batch_s"] = server.predictor_totals().get(
+        "attention_by_batch_ns", 0) / 1e9
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -359,6 +369,7 @@ def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     # known once the engine has exited (run_bench fills it in); a load run against a
     # server that keeps running reports it as unknown rather than guessed
     summary["predictor_coverage"] = None
+    summary["attention_by_batch_s"] = None
     return summary
 
 

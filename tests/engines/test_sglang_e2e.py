@@ -71,6 +71,23 @@ def test_bench_summary_matches_vllms_keys(server: EmulatedServer, tmp_path: Path
     assert all(int(r["output_tokens"]) == 32 and not r["error"] for r in rows)
 
 
+def test_decode_attention_follows_the_kv_length(server: EmulatedServer,
+                                                tmp_path: Path) -> None:
+    """Decode steps replay one CUDA graph per batch size, whatever the KV lengths: only the
+    batch observer (an SGLang plugin) makes 32 requests at 3,500 tokens of context decode
+    slower than at 100. Their KV cache is ~460 MB per layer and step, ~0.1 ms at the
+    H200's bandwidth: ~3 ms more per step over 32 layers. The median inter-token latency
+    is such a step: most of the 64 tokens come after every prompt's prefill."""
+    itl = {}
+    for n in (100, 3500):
+        opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang",
+                            out=tmp_path / str(n), input_len=n, output_len=64,
+                            num_prompts=32, seed=n)
+        itl[n] = server.run_load(opts, tmp_path / str(n))["median_itl_ms"]
+    assert itl[3500] - itl[100] > 1.5, itl
+    assert server.predictor_totals()["attention_by_batch_ns"] > 0
+
+
 def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
     """`revati bench --engine sglang` on two emulated H200s: two SGLang TP workers coupled
     by NCCL and gloo."""

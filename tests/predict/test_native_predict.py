@@ -195,3 +195,38 @@ print(json.dumps([before, short, shape(64, 1, 1024), long, mixed, parts,
     assert mixed == parts
     assert before != short
     assert attn and not gemm and source == 0
+
+
+def test_another_build_of_a_profiled_kernel_is_predicted_as_that_kernel(tmp_path):
+    """A kernel name the profile never saw that differs from profiled ones only in its
+    template arguments' numbers and booleans (SGLang's own build of FlashAttention 3, other
+    tiles) takes the vocabulary id of the first profiled kernel of its skeleton: predicted
+    as one of the profiled builds, and, being attention, from the engine's batch. A name
+    with another skeleton stays unknown."""
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    code = PRELUDE + """
+import re
+d = pd.read_parquet(PROFILE)
+r = d[(d.attn_batch > 0) & (d.q_len == 1) & d.kernel.str.contains("FlashAttnFwdSm90")]
+r = r.iloc[0].to_dict()
+numbers = list(re.finditer(r"\\d+", r["kernel"]))
+assert numbers
+m = numbers[len(numbers) // 2]
+twin = r["kernel"][:m.start()] + str(int(m.group()) + 7) + r["kernel"][m.end():]
+other = r["kernel"].replace("FlashAttnFwdSm90", "FlashAttnBwdSm90", 1)
+assert twin not in set(d.kernel) and other not in set(d.kernel)
+def by_batch(name):
+    return bool(lib.rv_predict_by_batch(ctypes.byref(F.to_launch(dict(r, kernel=name)))))
+h, kvh, hd = int(r["heads"]), int(r["kv_heads"]), int(r["head_dim"])
+lib.rv_attention_batch(8, (ctypes.c_int64 * 8)(*[1] * 8), (ctypes.c_int64 * 8)(*[2048] * 8),
+                       h, kvh, hd)
+names = sorted(set(d.kernel[d.kernel.str.contains("FlashAttnFwdSm90")]))
+profiled = sorted({predict(dict(r, kernel=k))[0] for k in names})
+print(json.dumps([profiled, predict(dict(r, kernel=twin))[0], predict(dict(r, kernel=other))[0],
+                  by_batch(twin), by_batch(other)]))
+""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet")))
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    profiled, twin, other, twin_by_batch, other_by_batch = predictor_json(code, env)
+    assert twin in profiled  # predicted as one of the profiled builds
+    assert twin_by_batch and not other_by_batch
