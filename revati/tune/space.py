@@ -12,18 +12,25 @@ sampled configuration must meet:
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from revati.models.catalog import CONF_DIR
 from revati.tune.errors import ConfigError
 
 SPACES_DIR = CONF_DIR.parent / "search_spaces"
+# Config groups a search space may choose (a parameter named after the group, its choices
+# the group's options): the engine itself, so one study compares vLLM with SGLang.
+GROUP_PARAMS = ("engine",)
+# An engine's own part of its group: the rest (max_model_len, dtype, ...) means the same
+# for every engine and keeps the sweep's value when the engine changes.
+ENGINE_OWN = ("name", "flags", "extra_args")
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,12 @@ def _param(space: str, key: str, spec: Any) -> Param:
     if "choices" in spec:
         if not spec["choices"]:
             raise ConfigError(f"search space '{space}': parameter '{key}' has no choices")
+        if key in GROUP_PARAMS:
+            unknown = [c for c in spec["choices"] if not (CONF_DIR / key / f"{c}.yaml").is_file()]
+            if unknown:
+                known = ", ".join(sorted(p.stem for p in (CONF_DIR / key).glob("*.yaml")))
+                raise ConfigError(f"search space '{space}': unknown {key} '{unknown[0]}' "
+                                  f"(known: {known})")
         return Param(key, choices=tuple(spec["choices"]))
     low, high = spec.get("low"), spec.get("high")
     if not isinstance(low, int | float) or not isinstance(high, int | float) or low > high:
@@ -121,3 +134,16 @@ def load_space(name: str) -> SearchSpace:
         params=tuple(_param(path.stem, k, v) for k, v in params.items()),
         constraints=tuple(data.get("constraints") or ()),
     )
+
+
+def with_params(cfg: DictConfig, params: dict[str, Any]) -> DictConfig:
+    """The configuration of a trial: cfg with the sampled values set, a chosen config group
+    (GROUP_PARAMS) replaced by its option's file with the shared settings kept."""
+    trial_cfg = copy.deepcopy(cfg)
+    for key, value in params.items():
+        if key in GROUP_PARAMS:
+            option = OmegaConf.load(CONF_DIR / key / f"{value}.yaml")
+            shared = {k: v for k, v in trial_cfg[key].items() if k not in ENGINE_OWN}
+            value = OmegaConf.merge(option, shared)
+        OmegaConf.update(trial_cfg, key, value, merge=False)
+    return trial_cfg

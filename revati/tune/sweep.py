@@ -9,7 +9,6 @@ Every trial is also an MLflow child run of the sweep's parent run.
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 import warnings
@@ -28,7 +27,7 @@ from revati.tune.errors import ConfigError
 from revati.tune.metrics import objective_values, read_requests, trial_metrics
 from revati.tune.plots import latency_cdf
 from revati.tune.report import Report, build_report
-from revati.tune.space import SearchSpace, load_space, sampler_kind
+from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
 from revati.tune.trial import TrialError, run_trial
 from revati.tune.validate import validate
@@ -49,11 +48,6 @@ def trial_budget(cfg: Any, space: SearchSpace) -> int:
     return cfg.sweep.n_trials if cfg.sweep.n_trials is not None else space.grid_size()
 
 
-def with_params(cfg: DictConfig, params: dict[str, Any]) -> DictConfig:
-    trial_cfg = copy.deepcopy(cfg)
-    for key, value in params.items():
-        OmegaConf.update(trial_cfg, key, value, merge=False)
-    return trial_cfg
 
 
 class Objective:

@@ -20,7 +20,7 @@ from revati.tune.constraints import check_fixed
 from revati.tune.engine_flags import unmapped_keys
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import is_known_metric
-from revati.tune.space import SearchSpace, sampler_kind
+from revati.tune.space import SearchSpace, sampler_kind, with_params
 from revati.workload.datasets import DATASETS, DatasetError, resolve_trace
 
 GROUPS = ("model", "hardware", "engine", "parallelism", "scheduler", "workload", "sweep")
@@ -135,8 +135,11 @@ def validate(cfg: Any, space: SearchSpace) -> None:
     for key in sorted(space.keys):
         if OmegaConf.select(cfg, key, default=missing) is missing:
             raise ConfigError(f"search space '{space.name}' sweeps unknown key '{key}'")
-    unmapped = unmapped_keys(cfg, space.keys)
-    if unmapped:
-        raise ConfigError(f"search space '{space.name}' sweeps '{unmapped[0]}', which engine "
-                          f"'{cfg.engine.name}' has no flag for")
+    engines = [p.choices for p in space.params if p.key == "engine"]
+    for engine_cfg in ([with_params(cfg, {"engine": e}) for e in engines[0]] if engines
+                       else [cfg]):
+        unmapped = unmapped_keys(engine_cfg, space.keys)
+        if unmapped:
+            raise ConfigError(f"search space '{space.name}' sweeps '{unmapped[0]}', which "
+                              f"engine '{engine_cfg.engine.name}' has no flag for")
     check_fixed(cfg, space.constraints, space.keys)

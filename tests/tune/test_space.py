@@ -4,9 +4,9 @@ import optuna
 import pytest
 
 from revati.tune.errors import ConfigError
-from revati.tune.space import SPACES_DIR, load_space
+from revati.tune.space import SPACES_DIR, load_space, with_params
 
-REQUIRED = {"tp_pp", "batching", "scheduler", "rate_capacity"}
+REQUIRED = {"tp_pp", "batching", "scheduler", "rate_capacity", "engine"}
 
 
 def test_required_spaces_exist_and_load():
@@ -21,6 +21,8 @@ def test_grids():
     assert load_space("scheduler").grid_size() == 16
     assert load_space("batching").grid_size() == 7 * 32
     assert load_space("rate_capacity").grid() is None  # request rate is continuous
+    assert load_space("engine").grid() == {"engine": ["vllm", "sglang"],
+                                           "parallelism.tensor_parallel_size": [1, 2]}
 
 
 def test_suggestions_stay_in_the_space():
@@ -42,9 +44,23 @@ def test_unknown_space_names_the_value():
     ("params:\n  a.b: {low: 5, high: 1}\n", "low <= high"),
     ("params:\n  a.b: {choices: [1], typo: 2}\n", "unknown field.*typo"),
     ("params:\n  a.b: 3\n", "must be a mapping"),
+    ("params:\n  engine: {choices: [vllm, trt]}\n", "unknown engine 'trt'.*sglang"),
 ])
 def test_malformed_space_files(tmp_path, body, match):
     path = tmp_path / "bad.yaml"
     path.write_text(body)
     with pytest.raises(ConfigError, match=match):
         load_space(str(path))
+
+
+def test_choosing_the_engine_swaps_its_flags_and_keeps_shared_settings(make_cfg):
+    """A trial that samples engine=sglang runs SGLang with SGLang's flag mapping, and the
+    settings every engine shares keep the sweep's values (here an override)."""
+    cfg = make_cfg("engine.max_model_len=4096", "scheduler.max_num_seqs=64")
+    trial = with_params(cfg, {"engine": "sglang", "parallelism.tensor_parallel_size": 2})
+    assert trial.engine.name == "sglang" and trial.engine.max_model_len == 4096
+    assert trial.engine.flags["scheduler.max_num_seqs"].flag == "--max-running-requests"
+    assert trial.parallelism.tensor_parallel_size == 2
+    assert cfg.engine.name == "vllm"  # the sweep's own configuration is left alone
+    back = with_params(trial, {"engine": "vllm"})
+    assert back.engine.flags["scheduler.max_num_seqs"].flag == "--max-num-seqs"

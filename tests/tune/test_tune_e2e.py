@@ -80,3 +80,24 @@ def test_sigterm_ends_the_sweep_and_the_engine_it_started(tmp_path):
     assert proc.wait(timeout=120) != 0
     time.sleep(1)
     assert not {pid: cmd for pid, cmd in tree.items() if alive(pid)}
+
+
+def test_one_study_compares_the_two_engines(run_tune, tmp_path):
+    """sweep=engine: vLLM and SGLang are two values of one parameter, so one study runs
+    both (at TP 1 within a one-GPU budget) and ranks them by the same objective."""
+    args = ["+model=llama3_8b", "sweep=engine", "parallelism.max_gpus=1",
+            "workload.num_prompts=8", "workload.input_len=128", "workload.output_len=16",
+            "workload.request_rate=10", "engine.max_model_len=4096"]
+    proc = run_tune(tmp_path, *args, timeout=2400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    done = {t.params["engine"]: t for t in study.trials if t.state == TrialState.COMPLETE}
+    assert set(done) == {"vllm", "sglang"}, [t.user_attrs for t in study.trials]
+    assert all(t.params["parallelism.tensor_parallel_size"] == 1 for t in done.values())
+    for engine, t in done.items():
+        summary = json.loads(next(tmp_path.glob(
+            f"outputs/revati-tune/*/trials/trial-{t.number:04d}/summary.json")).read_text())
+        assert summary["revati"]["engine"] == engine and summary["completed"] == 8
+    report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
+    assert "sglang" in report and "vllm" in report

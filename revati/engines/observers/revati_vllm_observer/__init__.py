@@ -30,8 +30,11 @@ def register() -> None:
         log.warning("revati: FlashAttention backend not importable (%s): attention is "
                     "predicted from launches only", e)
         return
-    observe(FlashAttentionMetadataBuilder, "build",
-            lambda builder, _prefix, metadata, *_, **__: _report(report, builder, metadata))
+    # the parameter names are build()'s own: vLLM passes them by keyword
+    def before(builder, common_prefix_len, common_attn_metadata, *_, **__) -> None:
+        _report(report, builder, common_attn_metadata)
+
+    observe(FlashAttentionMetadataBuilder, "build", before)
 
 
 def _report(report, builder, m) -> None:
