@@ -286,6 +286,15 @@ class EmulatedServer:
         known = t.get("model_ns", 0) + t.get("roofline_ns", 0)
         return t.get("model_ns", 0) / known if known else None
 
+    def run_client(self, cmd: list[str], log: Path, timeout_s: float,
+                   env: dict[str, str] | None = None, log_level: str = "warn") -> None:
+        """Run a client of this server (a load generator) on the deployment's virtual clock
+        until it exits 0; BenchError when it fails, deadlocks or outlives timeout_s."""
+        assert self.dep is not None
+        client = self.dep.tree.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
+                                     | (env or {}), log)
+        self.dep.wait(client, None, "load generator", timeout_s, log)
+
     def run_load(self, opts: BenchOptions, out: Path) -> dict:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
         and out/requests.csv and return the summary."""
@@ -296,13 +305,11 @@ class EmulatedServer:
         client_log.unlink(missing_ok=True)
         (out / RAW_RESULT).unlink(missing_ok=True)
         load = load_args(opts, out, self.max_model_len)
-        env = emulated_env(self.dep.tk.segment, opts.log_level, {}) | vllm.ENV
         wall0 = time.monotonic()
-        client = self.dep.tree.spawn(
-            vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND, self.port,
-                               self.folder.model_dir, self.folder.tokenizer_dir, out,
-                               RAW_RESULT, load), env, client_log)
-        self.dep.wait(client, None, "load generator", opts.ready_timeout_s, client_log)
+        self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
+                                           self.port, self.folder.model_dir,
+                                           self.folder.tokenizer_dir, out, RAW_RESULT, load),
+                        client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level)
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
