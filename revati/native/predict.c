@@ -342,6 +342,8 @@ static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 static _Atomic int64_t g_totals[3];
 /* of them, attention predicted from the batch the engine reported (rv_attention_batch) */
 static _Atomic int64_t g_by_batch_ns;
+/* of them, kernels a model predicted without knowing them (no vocabulary id, no skeleton) */
+static _Atomic int64_t g_unseen_ns;
 static void maybe_write_totals(void);
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -556,7 +558,7 @@ struct key {
     uint64_t name_hash;
     struct rv_attn_shape attn; /* zero unless predicted by shape */
 };
-struct slot { struct key key; int64_t ns; int source; int used; };
+struct slot { struct key key; int64_t ns; int source; bool unseen; int used; };
 
 static struct slot *g_cache;
 static size_t g_cache_cap, g_cache_len;
@@ -572,7 +574,7 @@ static struct slot *cache_find(const struct key *k, uint64_t h)
     return &g_cache[i];
 }
 
-static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source)
+static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source, bool unseen)
 {
     if (2 * (g_cache_len + 1) > g_cache_cap) {
         struct slot *old = g_cache;
@@ -585,7 +587,7 @@ static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source)
                 *cache_find(&old[i].key, fnv1a(&old[i].key, sizeof old[i].key, FNV0)) = old[i];
         free(old);
     }
-    *cache_find(k, h) = (struct slot){*k, ns, source, 1};
+    *cache_find(k, h) = (struct slot){*k, ns, source, unseen, 1};
     g_cache_len++;
 }
 
@@ -663,8 +665,9 @@ static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
 /* The models learnt log(measured / roofline) on the profiled GPU, so they are evaluated
  * against that GPU's spec (g_model_spec), never this run's: a spec edit cannot shift them. */
 static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_shape *a,
-                                int *source)
+                                int *source, bool *unseen)
 {
+    *unseen = false;
     int fam = -1;
     struct name_hash hash = {0, 0};
     double x[NFEAT_MAX];
@@ -674,7 +677,8 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
         if (a && fam >= 0 && shape_fam >= 0 && g_fam[shape_fam].booster &&
             !strcmp(g_fam[fam].name, "attention")) {
             int n = rv_attention_features(a, g_model_spec, vocab_id(hash, shape_fam), x);
-            if (x[0] < 0) x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
+            *unseen = x[0] < 0;
+            if (*unseen) x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
             *source = RV_SRC_MODEL;
             return evaluate(shape_fam, x, n, rv_attention_roofline_ns(a, g_model_spec));
         }
@@ -687,23 +691,28 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
     }
     int kid = l->op == RV_OP_KERNEL ? vocab_id(hash, fam) : -1;
     int n = rv_features(l, g_model_spec, kid, x);
-    if (l->op == RV_OP_KERNEL && kid < 0) x[0] = NAN;
+    *unseen = l->op == RV_OP_KERNEL && kid < 0;
+    if (*unseen) x[0] = NAN;
     *source = RV_SRC_MODEL;
     return evaluate(fam, x, n, rv_roofline_ns(l, g_model_spec));
 }
 
-static void count_prediction(int64_t ns, int src)
+static void count_prediction(int64_t ns, int src, bool unseen)
 {
     atomic_fetch_add(&g_totals[src], ns);
+    if (unseen) atomic_fetch_add(&g_unseen_ns, ns);
     maybe_write_totals();
 }
 
-/* A cached prediction, not yet counted in the totals. */
-static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shape *a, int *source)
+/* A cached prediction, not yet counted in the totals; *unseen: of a kernel the models
+ * never saw. */
+static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shape *a, int *source,
+                            bool *unseen)
 {
     pthread_once(&g_once, init);
     int src;
     int64_t ns;
+    *unseen = false;
     if (g_fixed_ns >= 0) {
         src = RV_SRC_FIXED;
         ns = g_fixed_ns;
@@ -716,9 +725,10 @@ static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shap
         if (s && s->used) {
             ns = s->ns;
             src = s->source;
+            *unseen = s->unseen;
         } else {
-            ns = predict_uncached(l, a, &src);
-            cache_put(&k, h, ns, src);
+            ns = predict_uncached(l, a, &src, unseen);
+            cache_put(&k, h, ns, src, *unseen);
         }
         pthread_mutex_unlock(&g_lock);
     }
@@ -729,8 +739,9 @@ static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shap
 static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a, int *source)
 {
     int src;
-    int64_t ns = predict_once(l, a, &src);
-    count_prediction(ns, src);
+    bool unseen;
+    int64_t ns = predict_once(l, a, &src, &unseen);
+    count_prediction(ns, src, unseen);
     if (source) *source = src;
     return ns;
 }
@@ -852,10 +863,12 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
      * whole batch as one shape spreads the decodes' KV over prefill-sized queries (-23 %).
      * Their geometric mean: +2 % on average, 22 % GPU-time weighted error. */
     int src;
-    double apart = (double)(predict_once(l, &part[0], &src) + predict_once(l, &part[1], &src));
-    int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src)));
+    bool unseen;
+    double apart = (double)(predict_once(l, &part[0], &src, &unseen) +
+                            predict_once(l, &part[1], &src, &unseen));
+    int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &unseen)));
     atomic_fetch_add(&g_by_batch_ns, ns);
-    count_prediction(ns, src);
+    count_prediction(ns, src, unseen);
     if (source) *source = src;
     return ns;
 }
@@ -923,7 +936,7 @@ EXPORT double rv_power_throttle(double h)
  * with the measured models' GPU time: it is a measured effect on modelled launches. */
 EXPORT void rv_power_count(int64_t extra_ns)
 {
-    count_prediction(extra_ns, RV_SRC_MODEL);
+    count_prediction(extra_ns, RV_SRC_MODEL, false);
 }
 
 EXPORT void rv_predict_totals(int64_t out_ns[3])
@@ -933,9 +946,10 @@ EXPORT void rv_predict_totals(int64_t out_ns[3])
 
 /* When REVATI_PREDICT_TOTALS names a directory, this process's predicted GPU time per source
  * is kept there as <pid>.json, so that `revati bench` can report which share of the GPU
- * time came from measured models (predictor_coverage) and how much attention time came
- * from the batches the engine's observer reported (attention_by_batch_s). Rewritten at most once a second and
- * at exit: engine processes often end through _exit, which runs no exit handlers. */
+ * time came from measured models (predictor_coverage), how much attention time from the
+ * batches the engine's observer reported (attention_by_batch_s), and how much from kernels
+ * the models never saw (unseen_kernel_share). Rewritten at most once a second and at exit:
+ * engine processes often end through _exit, which runs no exit handlers. */
 static void write_totals(void)
 {
     const char *dir = getenv("REVATI_PREDICT_TOTALS");
@@ -948,9 +962,9 @@ static void write_totals(void)
     FILE *f = fopen(tmp, "w");
     if (!f) return;
     fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld, "
-            "\"attention_by_batch_ns\": %lld}\n",
+            "\"attention_by_batch_ns\": %lld, \"unseen_kernel_ns\": %lld}\n",
             (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED],
-            (long long)atomic_load(&g_by_batch_ns));
+            (long long)atomic_load(&g_by_batch_ns), (long long)atomic_load(&g_unseen_ns));
     fclose(f);
     rename(tmp, path); /* readers never see a half-written file */
 }

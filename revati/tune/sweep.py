@@ -38,7 +38,10 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 def make_sampler(cfg: Any, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
     kind = sampler_kind(cfg.sweep, space)
     if kind == "grid":
-        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+        # The grid's order is shuffled by its seed and a trial's grid point is an index into
+        # that order: every worker of a study and every resumed run must shuffle alike, so
+        # the grid takes the sweep's seed, never the fresh one a resumed study gets.
+        return optuna.samplers.GridSampler(space.grid(), seed=cfg.seed)
     return {"tpe": optuna.samplers.TPESampler, "nsga2": optuna.samplers.NSGAIISampler,
             "random": optuna.samplers.RandomSampler}[kind](seed=seed)
 
@@ -46,8 +49,6 @@ def make_sampler(cfg: Any, space: SearchSpace, seed: int) -> optuna.samplers.Bas
 def trial_budget(cfg: Any, space: SearchSpace) -> int:
     """The study's total number of trials (validate() made sure it is defined)."""
     return cfg.sweep.n_trials if cfg.sweep.n_trials is not None else space.grid_size()
-
-
 
 
 class Objective:
@@ -160,13 +161,22 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
                                 directions=directions, load_if_exists=True)
     optuna.storages.fail_stale_trials(study)
     tracker.log_sweep(flat_params(cfg))
-    remaining = budget - len(study.get_trials(deepcopy=False, states=FINISHED))
+    finished = study.get_trials(deepcopy=False, states=FINISHED)
+    if isinstance(sampler, optuna.samplers.GridSampler) and cfg.sweep.n_trials is None:
+        # Every grid point once: the GridSampler stops the study when each point has a
+        # finished trial. A trial budget would not do: workers sharing the study can draw
+        # the same point at once, and their duplicates would use up the budget before
+        # every point had run.
+        remaining = budget - len({t.system_attrs.get("grid_id") for t in finished})
+        n_trials, stop = None, []
+    else:
+        remaining = budget - len(finished)
+        # MaxTrialsCallback stops this worker once the study (all workers) reaches the budget.
+        n_trials, stop = remaining, [optuna.study.MaxTrialsCallback(budget, states=FINISHED)]
     if remaining > 0:
         progress = Progress(study, remaining, cfg.study.show_progress)
-        # MaxTrialsCallback stops this worker once the study (all workers) reaches the budget.
-        study.optimize(Objective(cfg, space, tracker), n_trials=remaining,
-                       catch=(TrialError,), callbacks=[
-                           optuna.study.MaxTrialsCallback(budget, states=FINISHED), progress])
+        study.optimize(Objective(cfg, space, tracker), n_trials=n_trials,
+                       catch=(TrialError,), callbacks=[*stop, progress])
         progress.bar.close()
     report = build_report(study, cfg.sweep.objectives, out_dir)
     (out_dir / "best.json").write_text(json.dumps(

@@ -4,8 +4,8 @@ A Timekeeper, the real engine (`vllm serve` or SGLang's server) on emulated GPUs
 real `vllm bench serve` as the load generator, all in one virtual time: the latencies the
 client measures are what the emulated GPUs would give. Writes OUT/summary.json (every key
 `vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage,
-attention_by_batch_s), OUT/requests.csv (one row per request), and keeps OUT/engine.log and
-OUT/client.log."""
+attention_by_batch_s, unseen_kernel_share), OUT/requests.csv (one row per request), and
+keeps OUT/engine.log and OUT/client.log."""
 
 from __future__ import annotations
 
@@ -271,8 +271,9 @@ class EmulatedServer:
     def predictor_totals(self) -> dict[str, int]:
         """Predicted GPU time (ns) by source over the engine processes, as each last wrote
         it (at most a second old while it runs, final once it has exited): model_ns,
-        roofline_ns, fixed_ns, and attention_by_batch_ns, the attention time predicted
-        from the batches the engine's observer reported."""
+        roofline_ns, fixed_ns; of them attention_by_batch_ns, the attention time predicted
+        from the batches the engine's observer reported, and unseen_kernel_ns, the time of
+        kernels the models never saw (by name or skeleton)."""
         totals: dict[str, int] = {}
         for f in self.totals.glob("*.json"):
             for k, v in json.loads(f.read_text()).items():
@@ -363,8 +364,11 @@ def run_bench(opts: BenchOptions) -> dict:
         summary = server.run_load(opts, opts.out)
     # the engine processes leave their predictor totals as they exit
     summary["predictor_coverage"] = server.predictor_coverage()
-    summary["attention_by_batch_s"] = server.predictor_totals().get(
-        "attention_by_batch_ns", 0) / 1e9
+    totals = server.predictor_totals()
+    summary["attention_by_batch_s"] = totals.get("attention_by_batch_ns", 0) / 1e9
+    predicted = sum(totals.get(k, 0) for k in ("model_ns", "roofline_ns", "fixed_ns"))
+    summary["unseen_kernel_share"] = (totals.get("unseen_kernel_ns", 0) / predicted
+                                      if predicted else None)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -377,6 +381,7 @@ def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     # server that keeps running reports it as unknown rather than guessed
     summary["predictor_coverage"] = None
     summary["attention_by_batch_s"] = None
+    summary["unseen_kernel_share"] = None
     return summary
 
 

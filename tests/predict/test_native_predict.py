@@ -230,3 +230,32 @@ print(json.dumps([profiled, predict(dict(r, kernel=twin))[0], predict(dict(r, ke
     profiled, twin, other, twin_by_batch, other_by_batch = predictor_json(code, env)
     assert twin in profiled  # predicted as one of the profiled builds
     assert twin_by_batch and not other_by_batch
+
+
+def test_totals_file_splits_the_predicted_time_by_what_it_came_from(tmp_path):
+    """REVATI_PREDICT_TOTALS: each process leaves its predicted GPU time, of it the attention
+    predicted from the engine's batch and the time of kernels the models never saw."""
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    totals_dir = tmp_path / "totals"
+    totals_dir.mkdir()
+    code = PRELUDE + """
+d = pd.read_parquet(PROFILE)
+attn = d[(d.attn_batch > 0) & (d.q_len == 1)].iloc[0].to_dict()
+known = dict(KERNEL, kernel=d[d.kernel.str.contains("vectorized_elementwise")].kernel.iloc[0])
+unseen = dict(KERNEL, kernel="void revati_test::never_profiled_elementwise_kernel()")
+lib.rv_attention_batch(4, (ctypes.c_int64 * 4)(1, 1, 1, 1),
+                       (ctypes.c_int64 * 4)(900, 900, 900, 900), int(attn["heads"]),
+                       int(attn["kv_heads"]), int(attn["head_dim"]))
+print(json.dumps([predict(known), predict(unseen), predict(attn)]))
+""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet"))).replace(
+        "KERNEL", repr(KERNEL))
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    env["REVATI_PREDICT_TOTALS"] = str(totals_dir)
+    (known, known_src), (unseen, unseen_src), (attn, attn_src) = predictor_json(code, env)
+    assert known_src == unseen_src == attn_src == 0  # all three from models
+    [f] = totals_dir.glob("*.json")
+    t = json.loads(f.read_text())
+    assert t["model_ns"] == known + unseen + attn and t["roofline_ns"] == 0
+    assert t["unseen_kernel_ns"] == unseen
+    assert t["attention_by_batch_ns"] == attn
