@@ -9,12 +9,12 @@ import csv
 import json
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from revati.workload.bench import BenchOptions, EmulatedServer
+from tests.engines.conftest import post
 
 pytestmark = pytest.mark.e2e
 
@@ -25,14 +25,6 @@ def server(tmp_path_factory: pytest.TempPathFactory):
                         engine_args=["--max-model-len", "4096"], ready_timeout_s=1200)
     with EmulatedServer(opts) as srv:
         yield srv
-
-
-def post(srv: EmulatedServer, path: str, body: dict) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{srv.port}{path}",
-                                 data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        return json.loads(r.read())
 
 
 def test_completion_has_exactly_max_tokens(server: EmulatedServer) -> None:

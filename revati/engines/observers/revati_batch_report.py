@@ -8,7 +8,11 @@ holds, so observing costs the engine nothing it computes."""
 from __future__ import annotations
 
 import ctypes
+import importlib
+import logging
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 def reporter() -> Callable[..., None] | None:
@@ -48,3 +52,13 @@ def observe(cls: type, method: str, before: Callable[..., None]) -> None:
 
     observed._revati_observed = True
     setattr(cls, method, observed)
+
+
+def observed_class(module: str, name: str) -> type | None:
+    """The engine's class to observe, or None (logged) when this engine build lacks it."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        log.warning("revati: %s.%s not importable (%s): attention is predicted from "
+                    "launches only", module, name, e)
+        return None

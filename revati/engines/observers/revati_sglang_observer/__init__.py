@@ -14,29 +14,23 @@ keep the launch-based prediction.
 
 from __future__ import annotations
 
-import logging
-
-from revati_batch_report import observe, report_lengths, reporter
-
-log = logging.getLogger(__name__)
+from revati_batch_report import observe, observed_class, report_lengths, reporter
 
 
 def register() -> None:
     report = reporter()
     if report is None:
         return  # not under Revati's emulation: nothing to tell
-    try:
-        from sglang.srt.layers.attention.flashattention_backend import FlashAttentionBackend
-    except ImportError as e:
-        log.warning("revati: FlashAttention backend not importable (%s): attention is "
-                    "predicted from launches only", e)
+    backend_class = observed_class("sglang.srt.layers.attention.flashattention_backend",
+                                   "FlashAttentionBackend")
+    if backend_class is None:
         return
 
     def before(backend, forward_batch, *_, **__) -> None:
         _report(report, backend, forward_batch)
 
-    observe(FlashAttentionBackend, "init_forward_metadata", before)
-    observe(FlashAttentionBackend, "init_forward_metadata_out_graph", before)
+    observe(backend_class, "init_forward_metadata", before)
+    observe(backend_class, "init_forward_metadata_out_graph", before)
 
 
 def _report(report, backend, fb) -> None:

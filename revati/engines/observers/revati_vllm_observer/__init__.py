@@ -13,28 +13,23 @@ prediction.
 
 from __future__ import annotations
 
-import logging
-
-from revati_batch_report import observe, report_lengths, reporter
-
-log = logging.getLogger(__name__)
+from revati_batch_report import observe, observed_class, report_lengths, reporter
 
 
 def register() -> None:
     report = reporter()
     if report is None:
         return  # not under Revati's emulation: nothing to tell
-    try:
-        from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
-    except ImportError as e:
-        log.warning("revati: FlashAttention backend not importable (%s): attention is "
-                    "predicted from launches only", e)
+    builder_class = observed_class("vllm.v1.attention.backends.flash_attn",
+                                   "FlashAttentionMetadataBuilder")
+    if builder_class is None:
         return
+
     # the parameter names are build()'s own: vLLM passes them by keyword
     def before(builder, common_prefix_len, common_attn_metadata, *_, **__) -> None:
         _report(report, builder, common_attn_metadata)
 
-    observe(FlashAttentionMetadataBuilder, "build", before)
+    observe(builder_class, "build", before)
 
 
 def _report(report, builder, m) -> None:
