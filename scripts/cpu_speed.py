@@ -1,0 +1,106 @@
+"""Single-thread CPU speed of a host, as a serving engine's Python sees it.
+
+CPU work counts in virtual time at the speed it runs on the emulation host, so at low request
+rates a request's TTFT (HTTP handling, tokenisation, scheduling, detokenisation) follows the
+host's single-thread speed. This script measures that speed the same way on any machine, to
+compare the emulation host with the GPU node a real run came from (docs/validation.md, "The
+host moves TTFT"): median seconds per repetition of a fixed workload of what an engine's
+request path does in Python (objects created and methods called, dicts and lists built and
+sorted, strings formatted and split, JSON encoded and decoded), after an untimed warm-up.
+Standard library only, so it runs on a GPU node with nothing installed; run it with the
+engine's interpreter:
+
+    python3 scripts/cpu_speed.py [--seconds S] [--warmup S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+ROUNDS = 200  # one timed repetition: 18-42 ms on the H200 node and on the development VM
+
+
+class _Request:
+    __slots__ = ("rid", "prompt", "tokens", "params")
+
+    def __init__(self, rid: int, prompt: str, params: dict[str, object]) -> None:
+        self.rid = rid
+        self.prompt = prompt
+        self.tokens = [len(word) * 31 % 50257 for word in prompt.split()]
+        self.params = params
+
+    def step(self, token: int) -> bool:
+        self.tokens.append(token)
+        return len(self.tokens) < 64
+
+
+def _round(i: int) -> int:
+    params = {"max_tokens": 32 + i % 7, "temperature": 0.7, "top_p": 0.95, "stream": True}
+    prompt = " ".join(f"word{j % 97}" for j in range(i % 13, i % 13 + 40))
+    requests = [_Request(i * 8 + r, prompt, params) for r in range(8)]
+    live = list(requests)
+    while live:
+        live = [q for q in live if q.step((q.rid * 2654435761 + len(q.tokens)) % 50257)]
+    live.sort(key=lambda q: (q.tokens[-1], q.rid))
+    body = json.dumps({"id": f"cmpl-{i}", "choices": [
+        {"index": q.rid, "text": " ".join(map(str, q.tokens[-16:])), "finish_reason": "length"}
+        for q in requests]})
+    return len(json.loads(body)["choices"]) + sum(len(q.tokens) for q in requests)
+
+
+def repetition() -> float:
+    """Seconds one repetition of the workload takes."""
+    t0 = time.perf_counter()
+    check = 0
+    for i in range(ROUNDS):
+        check += _round(i)
+    elapsed = time.perf_counter() - t0
+    assert check > 0
+    return elapsed
+
+
+def measure(seconds: float = 1.0, warmup_s: float = 1.0) -> list[float]:
+    """Seconds per repetition, for every repetition timed in `seconds` after `warmup_s` of
+    untimed ones: a CPU that was idle runs slower for its first few hundred milliseconds of
+    work (1.7x on the development VM), and the steady speed is the one both sides can
+    reproduce."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warmup_s:
+        repetition()
+    times: list[float] = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds or len(times) < 5:
+        times.append(repetition())
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=1.0, help="timed seconds (default 1)")
+    p.add_argument("--warmup", type=float, default=1.0, help="untimed seconds first")
+    args = p.parse_args(argv)
+    times = measure(args.seconds, args.warmup)
+    print(json.dumps({"seconds": statistics.median(times), "min": min(times), "max": max(times),
+                      "reps": len(times), "python": platform.python_version(),
+                      "cpu": _cpu_name()}))
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
