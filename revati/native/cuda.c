@@ -308,6 +308,7 @@ CUresult cuCtxSetLimit(CUlimit l, size_t v) {
     struct rv_ctx *c = rv_current_ctx();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     if ((unsigned)l >= 16) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (l == CU_LIMIT_STACK_SIZE) rv_driver_stack(c->dev, c->limits[l], v);
     c->limits[l] = v;
     return CUDA_SUCCESS;
 }
@@ -351,10 +352,38 @@ static struct rv_func *as_func(void *h) {
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
 
+/* What the driver allocates when a kernel runs (rv_driver_*): its code the first time, and
+ * deeper thread stacks for a kernel whose frame exceeds the context's stack limit (the
+ * driver raises the limit as needed, CUDA's cudaDeviceSetLimit documentation). */
+static void charge_driver_memory(struct rv_func *x, const struct rv_kernel_params *k) {
+    struct rv_ctx *c = rv_current_ctx();
+    if (!c) return;
+    pthread_mutex_lock(&rv_cuda_lock);
+    bool first = !x->code_loaded;
+    x->code_loaded = true;
+    size_t stack = c->limits[CU_LIMIT_STACK_SIZE];
+    bool deeper = k->local_bytes > 0 && (size_t)k->local_bytes > stack;
+    if (deeper) c->limits[CU_LIMIT_STACK_SIZE] = (size_t)k->local_bytes;
+    pthread_mutex_unlock(&rv_cuda_lock);
+    if (first) rv_driver_code(c->dev, k->text_bytes);
+    if (deeper) rv_driver_stack(c->dev, stack, (size_t)k->local_bytes);
+}
+
+/* Bytes of a kernel's parameters (what a graph's kernel node keeps), 0 when unknown. */
+int rv_func_param_bytes(CUfunction f) {
+    struct rv_func *x = as_func(f);
+    const struct rv_kernel_params *k = x ? x->params : NULL;
+    int end = 0;
+    for (int i = 0; k && i < k->count; i++)
+        if (k->offset[i] + k->size[i] > end) end = k->offset[i] + k->size[i];
+    return end;
+}
+
 void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l) {
     struct rv_func *x = as_func(f);
     const struct rv_kernel_params *k = x ? x->params : NULL;
     if (k) l->shared_bytes += (uint32_t)k->static_smem;   /* CUPTI reports static + dynamic */
+    if (k && x) charge_driver_memory(x, k);
     if (l->op != RV_OP_KERNEL) return;
     l->arg_max = l->arg_sum = -1;
     if (!k || k->count < 0) return;

@@ -284,6 +284,8 @@ struct rv_kernel_params *rv_cubin_params(const void *image) {
             memcpy(&link, sh + 0x28, 4);
             symtab = sh;
             symstr = link < shnum ? elf + shoff + (size_t)link * shentsize : NULL;
+        } else if (!strncmp(sname, ".text.", 6)) {
+            kernel_entry(&table, sname + 6)->text_bytes = (int)len;
         } else if (!strncmp(sname, ".nv.shared.", 11) && strncmp(sname, ".nv.shared.reserved", 19)) {
             kernel_entry(&table, sname + 11)->static_smem =
                 (int)len >= reserved ? (int)len - reserved : (int)len;

@@ -42,6 +42,7 @@ struct rv_func {
     struct rv_module *mod;
     int attrs[32];
     const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
+    bool code_loaded;                        /* its code is on the device (rv_driver_code) */
     struct rv_func *next;
 };
 /* What a loaded cubin says of one kernel. */
@@ -53,6 +54,7 @@ struct rv_kernel_params {
     int static_smem;                  /* bytes of static shared memory */
     int local_bytes;                  /* local memory (stack frame) per thread */
     int max_threads;                  /* __launch_bounds__ / maxntid product; 0: none */
+    int text_bytes;                   /* machine code (.text.<kernel>) */
     struct rv_kernel_params *next;
 };
 
@@ -64,6 +66,7 @@ struct rv_ctx *rv_current_ctx(void);
 int rv_current_dev(void);                       /* device of the current context, else 0 */
 struct rv_ctx *rv_primary_ctx(int dev);
 const char *rv_func_name(CUfunction f);         /* mangled name, "?" if not ours */
+int rv_func_param_bytes(CUfunction f);          /* bytes of its parameters, 0: unknown */
 /* What f's cubin adds to a launch's features, as a real GPU's profiler reports them: static
  * shared memory on top of the dynamic bytes in l->shared_bytes and, for a plain kernel, the
  * sizes among its arguments (cuLaunchKernel's kernelParams or extra; -1 when f's parameter
@@ -83,11 +86,20 @@ struct rv_kernel_params *rv_cubin_params(const void *image);
 CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev);
 CUresult rv_dev_free(CUdeviceptr dp);
 int rv_ptr_device(uintptr_t p);                 /* -1: not device memory */
-size_t rv_dev_used(int dev);
+/* Device memory the real driver takes for itself, outside every allocator (measured on the
+ * H200, docs/validation.md "KV-cache size"): a kernel's code when it first runs, executable
+ * graphs' nodes, and deeper thread stacks. */
+void rv_driver_code(int dev, int text_bytes);
+void rv_driver_graph(int dev, size_t node_bytes, bool instantiate);   /* false: destroyed */
+void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes);    /* per thread */
+size_t rv_graph_node_bytes(int param_bytes);   /* one kernel node of an executable graph */
 
 /* ---- cuda_stream.c ------------------------------------------------------------ */
 /* Append one operation to a stream's timeline (or to the graph it is capturing). */
 CUresult rv_enqueue(CUstream s, const struct rv_launch *l, const char *name);
+/* The same for a kernel whose parameters take param_bytes (what a graph node stores). */
+CUresult rv_enqueue_kernel(CUstream s, const struct rv_launch *l, const char *name,
+                           int param_bytes);
 /* Block until everything queued on a stream so far is complete (virtual time). */
 CUresult rv_stream_sync(CUstream s, const char *call);
 /* Queue a copy/memset on `s` and, when `sync`, wait for it (blocking copies). */

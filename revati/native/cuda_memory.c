@@ -42,13 +42,93 @@ static bool heap_init(int dev) {
 /* Capacity the allocator may hand out: what cuMemGetInfo calls total minus the context. */
 static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->context_reserved_bytes; }
 
+/* ---- memory the driver takes for itself --------------------------------------------
+ * Engines size their KV cache from cuMemGetInfo after profiling, so whatever the driver
+ * allocates for itself meanwhile is KV cache the engine does not get. What the H200's driver
+ * (580.159.04, CUDA 13.0) took, as free-memory drops minus torch's reservations, each point
+ * in a fresh process (scripts/driver_memory.py; data in docs/validation/driver_memory/):
+ * - kernel code, when a kernel first runs (loading a module takes nothing: lazy loading):
+ *   max(3 KiB, 16/15 of its .text + 1,475 bytes) per kernel, from a pool that grows in 2 MiB
+ *   steps (400 copies of kernels with 8.4, 33 and 131 KB of code: 4, 14 and 54 MiB;
+ *   2,000 one-kernel modules of 384 bytes of code: 6 MiB);
+ * - executable graphs: 70 MiB when a context instantiates its first graph (every one of 20
+ *   processes), then 112 KiB a graph (500 one-node graphs: 54 MiB) and its nodes, by the
+ *   size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up to 1 KiB of
+ *   parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB), from a pool
+ *   growing in 2 MiB steps that keeps a destroyed graph's memory for the next one
+ *   (re-instantiating took nothing, destroying gave nothing back);
+ * - thread stacks: 264 MiB per KiB of per-thread stack above the default 1 KiB (one stack
+ *   per resident thread: 132 SMs x 2,048 threads), returned when the limit goes down. */
+#define RV_DRIVER_STEP ((size_t)2 << 20)
+#define RV_FIRST_GRAPH_BYTES ((size_t)68 << 20)   /* + the pool's first 2 MiB step: 70 */
+#define RV_GRAPH_BYTES ((size_t)112 << 10)
+#define RV_CODE_POOL_START ((size_t)256 << 10)   /* between 192 and 600 KB were free */
+struct driver_pool { size_t free; bool started; };
+static size_t g_driver[RV_MAX_GPUS];
+static struct driver_pool g_code_pool[RV_MAX_GPUS], g_graph_pool[RV_MAX_GPUS];
+
+static void pool_take(struct driver_pool *p, int dev, size_t bytes) {
+    if (bytes > p->free) {
+        size_t grow = (bytes - p->free + RV_DRIVER_STEP - 1) / RV_DRIVER_STEP * RV_DRIVER_STEP;
+        g_driver[dev] += grow;
+        p->free += grow;
+    }
+    p->free -= bytes;
+}
+
+void rv_driver_code(int dev, int text_bytes) {
+    size_t bytes = (size_t)text_bytes * 16 / 15 + 1475;
+    pthread_mutex_lock(&g_mem_lock);
+    if (!g_code_pool[dev].started) g_code_pool[dev] = (struct driver_pool){RV_CODE_POOL_START, true};
+    pool_take(&g_code_pool[dev], dev, bytes > 3072 ? bytes : 3072);
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+size_t rv_graph_node_bytes(int param_bytes) {
+    static const struct { int params; size_t node; } measured[] = {
+        {1032, 2097}, {2056, 3146}, {4104, 8651}, {8200, 33817}};
+    for (size_t i = 0; i < sizeof measured / sizeof *measured; i++)
+        if (param_bytes <= measured[i].params) return measured[i].node;
+    return (size_t)param_bytes * 33817 / 8200;   /* beyond the measurements: proportional */
+}
+
+void rv_driver_graph(int dev, size_t node_bytes, bool instantiate) {
+    pthread_mutex_lock(&g_mem_lock);
+    struct driver_pool *p = &g_graph_pool[dev];
+    if (!instantiate) {
+        p->free += RV_GRAPH_BYTES + node_bytes;
+    } else {
+        if (!p->started) {
+            p->started = true;
+            g_driver[dev] += RV_FIRST_GRAPH_BYTES;
+        }
+        pool_take(p, dev, RV_GRAPH_BYTES + node_bytes);
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes) {
+    bool known;
+    size_t threads = (size_t)rv_node()->sm_count *
+                     (size_t)rv_attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev, &known);
+    size_t base = 1024;   /* the default stack is part of the context */
+    size_t from = (from_bytes > base ? from_bytes - base : 0) * threads;
+    size_t to = (to_bytes > base ? to_bytes - base : 0) * threads;
+    pthread_mutex_lock(&g_mem_lock);
+    g_driver[dev] = g_driver[dev] - from + to;
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+/* Device memory in use: allocations plus the driver's own. */
+static size_t in_use(int dev) { return g_heap[dev].used + g_driver[dev]; }
+
 CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev) {
     if (!dp) return CUDA_ERROR_INVALID_VALUE;
     if (!size) return CUDA_ERROR_INVALID_VALUE;
     size_t sz = (size + RV_ALIGN - 1) & ~(size_t)(RV_ALIGN - 1);
     pthread_mutex_lock(&g_mem_lock);
     struct heap *h = &g_heap[dev];
-    if (!heap_init(dev) || h->used + sz > capacity()) {
+    if (!heap_init(dev) || in_use(dev) + sz > capacity()) {
         pthread_mutex_unlock(&g_mem_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -134,7 +214,6 @@ CUresult rv_dev_free(CUdeviceptr dp) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-size_t rv_dev_used(int dev) { return g_heap[dev].used; }
 
 #define NEED_CTX() do { if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED; if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
 
@@ -158,7 +237,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     NEED_CTX();
     int dev = rv_current_dev();
     if (total) *total = rv_node()->memory_bytes;
-    if (free_bytes) *free_bytes = capacity() - rv_dev_used(dev);
+    if (free_bytes) *free_bytes = in_use(dev) < capacity() ? capacity() - in_use(dev) : 0;
     return CUDA_SUCCESS;
 }
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {

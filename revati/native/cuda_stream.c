@@ -37,9 +37,10 @@ struct node {
     int64_t predicted;
     struct power power;  /* rv_power_load of the node, with its prediction */
     bool by_batch; /* attention: predicted again at every replay */
+    int param_bytes; /* a kernel's parameters, which an executable graph keeps per node */
 };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
-struct exec { uint32_t magic; struct graph g; };
+struct exec { uint32_t magic; struct graph g; int dev; size_t driver_bytes; };
 
 struct stream {
     uint32_t magic;
@@ -144,7 +145,7 @@ static int64_t ready_time(struct stream *s) {
 }
 
 static void graph_add(struct graph *g, const struct rv_launch *l, const char *name, rv_join_fn join,
-                      void *ctx) {
+                      void *ctx, int param_bytes) {
     if (g->n == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
         g->nodes = realloc(g->nodes, g->cap * sizeof *g->nodes);
@@ -157,6 +158,7 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->ctx = ctx;
     n->predicted = -1;
     n->by_batch = false;
+    n->param_bytes = param_bytes;
 }
 
 /* Each GPU's power state (rv_power_load): h in [0, 1], the power draw of the work it ran
@@ -230,6 +232,11 @@ static void log_launch(const struct rv_launch *l) {
 }
 
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
+    return rv_enqueue_kernel(h, l, name, 0);
+}
+
+CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
+                           int param_bytes) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     log_launch(l);
     pthread_mutex_lock(&g_tl);
@@ -237,7 +244,7 @@ CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
-    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL);
+    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL, param_bytes);
     else append(s, &copy, name);
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;
@@ -263,7 +270,7 @@ CUresult rv_cuda_enqueue_joined(CUstream h, const char *name, rv_join_fn join, v
     *captured = s->capture != NULL;
     if (s->capture) {
         struct rv_launch l = {.op = RV_OP_COLLECTIVE, .device = rv_phys(s->dev)};
-        graph_add(s->capture, &l, name, join, ctx);
+        graph_add(s->capture, &l, name, join, ctx, 0);
     } else {
         joined(s, name, join, ctx);
     }
@@ -314,7 +321,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;
     rv_func_launch_features(f, params, extra, &l);
-    return rv_enqueue(s, &l, name);
+    return rv_enqueue_kernel(s, &l, name, rv_func_param_bytes(f));
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
@@ -660,6 +667,11 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph h, unsigned long l
     struct exec *e = calloc(1, sizeof *e);
     e->magic = RV_MAGIC_EXEC;
     e->g = *g;   /* nodes are immutable once captured; the exec shares them */
+    /* the driver's copy of the nodes (rv_driver_graph; copies, memsets and collectives are
+     * charged as kernels with small parameters: not measured) */
+    e->dev = rv_current_dev();
+    for (size_t i = 0; i < g->n; i++) e->driver_bytes += rv_graph_node_bytes(g->nodes[i].param_bytes);
+    rv_driver_graph(e->dev, e->driver_bytes, true);
     *pe = (CUgraphExec)e;
     return CUDA_SUCCESS;
 }
@@ -676,6 +688,7 @@ CUresult cuGraphExecDestroy(CUgraphExec h) {
     struct exec *e = as_exec(h);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     e->magic = 0;
+    rv_driver_graph(e->dev, e->driver_bytes, false);
     return CUDA_SUCCESS;
 }
 CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return as_exec(h) ? rv_check_stream(s) : CUDA_ERROR_INVALID_VALUE; }
@@ -687,7 +700,7 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     for (size_t i = 0; i < e->g.n; i++) {
         struct node *n = &e->g.nodes[i];
-        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx);
+        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->param_bytes);
         else if (n->join) joined(s, n->name, n->join, n->ctx);
         else {
             /* a graph replays the same launches every time: predict each node once, except

@@ -451,6 +451,74 @@ print(json.dumps(res))
     assert out["heavy"][3] == 65536 // ((ptxas["heavy"]["regs"] * 32 + 255) // 256 * 256) * 32
 
 
+@pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
+def test_driver_memory_lowers_free_memory_as_on_the_h200(emulated, tmp_path):
+    """What the real driver allocates for itself (measured on the H200, cuda_memory.c): deeper
+    thread stacks (264 MiB per KiB), a kernel's code when it first runs, 70 MiB for a
+    context's first executable graph, then each graph's nodes from a pool that keeps a
+    destroyed graph's memory."""
+    import subprocess
+
+    (tmp_path / "k.cu").write_text(KERNELS)
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"),
+                    str(tmp_path / "k.cu")], check=True, capture_output=True)
+    out = driver(emulated, f"""
+init()
+def free():
+    f, t = ctypes.c_size_t(), ctypes.c_size_t()
+    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
+    return f.value
+mib = 1 << 20
+steps = {{}}
+f0 = free()
+ok(cu.cuCtxSetLimit(0, ctypes.c_size_t(2048)))   # CU_LIMIT_STACK_SIZE
+steps["stack 2 KiB"] = (f0 - free()) / mib
+ok(cu.cuCtxSetLimit(0, ctypes.c_size_t(1024)))
+steps["stack back to 1 KiB"] = (f0 - free()) / mib
+image = open("{tmp_path / 'k.cubin'}", "rb").read()
+mod, stacked, frame = c(), c(), ctypes.c_int()
+ok(cu.cuModuleLoadData(ctypes.byref(mod), image))
+ok(cu.cuModuleGetFunction(ctypes.byref(stacked), mod, b"stacked"))
+ok(cu.cuFuncGetAttribute(ctypes.byref(frame), 3, stacked))   # LOCAL_SIZE_BYTES
+steps["module loaded"] = (f0 - free()) / mib
+buf = c()
+ok(cu.cuMemAlloc_v2(ctypes.byref(buf), 1 << 20))
+f1 = free()
+arg = c(buf.value); k = ctypes.c_int(3)
+params = (c * 2)(ctypes.addressof(arg), ctypes.addressof(k))
+ok(cu.cuLaunchKernel(stacked, 1, 1, 1, 32, 1, 1, 0, None, params, None))
+steps["deep kernel launched"] = (f1 - free()) / mib
+f2 = free()
+s = stream()
+def graph(n):
+    g, ge = c(), c()
+    ok(cu.cuStreamBeginCapture_v2(s, 0))
+    for _ in range(n):
+        ok(cu.cuLaunchKernel(stacked, 1, 1, 1, 32, 1, 1, 0, s, params, None))
+    ok(cu.cuStreamEndCapture(s, ctypes.byref(g)))
+    ok(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)))
+    return ge
+graph(1)
+steps["first graph"] = (f2 - free()) / mib
+big = graph(4000)
+steps["4,000-node graph"] = (f2 - free()) / mib
+ok(cu.cuGraphExecDestroy(big))
+steps["destroyed"] = (f2 - free()) / mib
+graph(4000)
+steps["again"] = (f2 - free()) / mib
+print(json.dumps({{"steps": steps, "frame": frame.value}}))
+""")
+    steps, threads = out["steps"], 132 * 2048
+    assert steps["stack 2 KiB"] == 264 and steps["stack back to 1 KiB"] == 0
+    assert steps["module loaded"] == 0  # lazy loading: code goes to the GPU when it runs
+    assert out["frame"] > 1024  # deeper than the default stack
+    assert steps["deep kernel launched"] == (out["frame"] - 1024) * threads / (1 << 20)
+    assert steps["first graph"] == 70
+    # 112 KiB + 4,000 nodes of 2,097 bytes: 8.1 MB, in 2 MiB steps beyond the first one
+    assert steps["4,000-node graph"] == 70 + 8
+    assert steps["destroyed"] == steps["again"] == 78  # kept by the driver, then reused
+
+
 SIZED = r"""
 extern "C" __global__ void sized(float *x, int n, long long m, float eps, int neg) {
     extern __shared__ float dyn[];   // dynamic shared memory only: no static bytes
