@@ -93,3 +93,22 @@ def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["completed"] == 8 and s["total_output_tokens"] == 8 * 16
     assert s["revati"]["tp"] == 2 and s["revati"]["engine"] == "sglang"
+
+
+def test_moe_with_expert_parallelism_and_dp_attention(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B (128 experts, 8 active) on two emulated H200s with SGLang's expert
+    parallelism and data-parallel attention: every request served, the engine ran with
+    both as asked."""
+    r = subprocess.run(
+        [sys.executable, "-m", "revati.cli.main", "bench", "--engine", "sglang",
+         "--model", "qwen3_30b_a3b", "--hardware", "h200", "--tp", "2", "--input-len", "128",
+         "--output-len", "16", "--num-prompts", "8", "--request-rate", "10",
+         "--out", str(tmp_path), "--", "--context-length", "4096", "--ep-size", "2",
+         "--enable-dp-attention", "--dp-size", "2"],
+        capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["completed"] == 8 and s["total_output_tokens"] == 8 * 16
+    assert s["num_gpu_blocks"] > 0
+    log = (tmp_path / "engine.log").read_text()
+    assert "ep_size=2" in log and "enable_dp_attention=True" in log and "dp_size=2" in log
