@@ -25,14 +25,29 @@ def http_ok(port: int, path: str) -> bool:
         return False
 
 
+def http_get(port: int, path: str, timeout: float = 5) -> bytes | None:
+    """The body of a GET on the local server, None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.read()
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def http_json(port: int, path: str, timeout: float = 5) -> dict:
+    """A GET's JSON body, {} when the server does not answer or answers something else."""
+    body = http_get(port, path, timeout)
+    try:
+        doc = json.loads(body) if body is not None else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def max_model_len(port: int) -> int | None:
     """The longest request (prompt plus output) the served model takes, from the OpenAI
     API's model card (/v1/models), which vLLM and SGLang both fill in."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
-            cards = json.loads(r.read())["data"]
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        return None
+    cards = http_json(port, "/v1/models").get("data") or []
     return cards[0].get("max_model_len") if cards else None
 
 

@@ -6,13 +6,10 @@ release has (`--model-path`, `--tp-size`, /health, /server_info, /v1/models)."""
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from revati.engines.common import has_module, http_ok, with_observers
+from revati.engines.common import has_module, http_json, http_ok, with_observers
 
 NAME = "sglang"
 MODULE = "sglang"
@@ -79,16 +76,8 @@ def is_ready(port: int) -> bool:
     return http_ok(port, "/health")
 
 
-def _server_info(port: int) -> dict:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=10) as r:
-            return json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return {}
-
-
 def num_gpu_blocks(port: int) -> int | None:
     """KV-cache pages: SGLang's token capacity over its page size (1 token by default)."""
-    info = _server_info(port)
+    info = http_json(port, "/server_info", timeout=10)
     tokens, page = info.get("max_total_num_tokens"), info.get("page_size") or 1
     return int(tokens) // int(page) if tokens else None

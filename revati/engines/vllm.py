@@ -7,11 +7,9 @@ release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models).""
 from __future__ import annotations
 
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from revati.engines.common import has_module, http_ok, with_observers
+from revati.engines.common import has_module, http_get, http_ok, with_observers
 
 NAME = "vllm"
 MODULE = "vllm"
@@ -63,11 +61,8 @@ _BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
 
 def num_gpu_blocks(port: int) -> int | None:
     """The KV-cache block count the engine reports on /metrics (cache_config_info)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            m = _BLOCKS.search(r.read().decode())
-    except (urllib.error.URLError, OSError):
-        return None
+    body = http_get(port, "/metrics")
+    m = _BLOCKS.search(body.decode()) if body is not None else None
     return int(m.group(1)) if m else None
 
 

@@ -280,12 +280,6 @@ class EmulatedServer:
                 totals[k] = totals.get(k, 0) + v
         return totals
 
-    def predictor_coverage(self) -> float | None:
-        """Share of the predicted GPU time that came from measured models rather than the
-        roofline, over the engine processes that have exited so far."""
-        t = self.predictor_totals()
-        known = t.get("model_ns", 0) + t.get("roofline_ns", 0)
-        return t.get("model_ns", 0) / known if known else None
 
     def run_client(self, cmd: list[str], log: Path, timeout_s: float,
                    env: dict[str, str] | None = None, log_level: str = "warn") -> None:
@@ -363,14 +357,22 @@ def run_bench(opts: BenchOptions) -> dict:
     with EmulatedServer(opts) as server:
         summary = server.run_load(opts, opts.out)
     # the engine processes leave their predictor totals as they exit
-    summary["predictor_coverage"] = server.predictor_coverage()
-    totals = server.predictor_totals()
-    summary["attention_by_batch_s"] = totals.get("attention_by_batch_ns", 0) / 1e9
-    predicted = sum(totals.get(k, 0) for k in ("model_ns", "roofline_ns", "fixed_ns"))
-    summary["unseen_kernel_share"] = (totals.get("unseen_kernel_ns", 0) / predicted
-                                      if predicted else None)
+    summary.update(predictor_summary(server.predictor_totals()))
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def predictor_summary(totals: dict[str, int]) -> dict[str, float | None]:
+    """The summary's predictor keys from the engine processes' totals: predictor_coverage,
+    the share of predicted GPU time that came from measured models rather than the roofline;
+    unseen_kernel_share, the share from kernels the models never saw; attention_by_batch_s,
+    the attention time predicted from the batches the engine's observer reported."""
+    known = totals.get("model_ns", 0) + totals.get("roofline_ns", 0)
+    predicted = known + totals.get("fixed_ns", 0)
+    return {"predictor_coverage": totals.get("model_ns", 0) / known if known else None,
+            "attention_by_batch_s": totals.get("attention_by_batch_ns", 0) / 1e9,
+            "unseen_kernel_share": (totals.get("unseen_kernel_ns", 0) / predicted
+                                    if predicted else None)}
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
