@@ -124,6 +124,21 @@ def sweep_main(argv: list[str]) -> int:
                 ops[what]()
         u2 = used()
         row.update(first_graph_mib=(u1 - u0) / MIB, graph_mib=(u2 - u1) / MIB)
+    elif kind == "first":  # <what> first (a cluster launch, a plain launch), then a graph
+        x = torch.zeros(1024, device="cuda")
+        u0 = used()
+        if what == "cluster":
+            fn = load_function(cuda, os.path.join(argv[3], "cluster.cubin"), "cluster")
+            ptr = ctypes.c_void_p(x.data_ptr())
+            params = (ctypes.c_void_p * 1)(ctypes.addressof(ptr))
+            assert cuda.cuLaunchKernel(fn, 2, 1, 1, 32, 1, 1, 0, None, params, None) == 0
+        else:
+            x.add_(1.0)
+        u1 = used()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            x.add_(1.0)
+        row.update(first_mib=(u1 - u0) / MIB, then_graph_mib=(used() - u1) / MIB)
     elif kind == "pgraph":  # N launches of params.cubin's p<what>(struct of <what> bytes, x)
         fn = load_function(cuda, os.path.join(argv[3], "params.cubin"), f"p{what}")
         blob = (ctypes.c_ubyte * int(what))()
@@ -203,6 +218,8 @@ CUBINS = {
                       f'extern "C" __global__ void p{b}(P{b} p, float *x) '
                       f"{{ x[threadIdx.x] += p.b[threadIdx.x % {b}]; }}\n"
                       for b in (64, 512, 1024, 1536, 2048, 3072, 4096, 8192)),
+    "cluster": ('extern "C" __global__ void __cluster_dims__(2, 1, 1) cluster(float *x) '
+                '{ x[threadIdx.x + 32 * blockIdx.x] += 1.f; }\n'),
     "code": "".join(f'extern "C" __global__ void c{n}(float *x) {{\n    float v = x[threadIdx.x];'
                     f"\n{_unrolled(n)}\n    x[threadIdx.x] = v;\n}}\n"
                     for n in (16, 256, 1024, 4096)),
@@ -219,6 +236,7 @@ POINTS = (
     + [["module", what, str(n), "{cubins}"] for what, n in (
         ("tiny", 20), ("tiny", 200), ("tiny", 1000), ("tiny", 2000), ("many", 1), ("many", 5),
         ("many", 20), ("big", 1), ("big", 2), ("big", 5))]
+    + [["first", what, "1", "{cubins}"] for what in ("cluster", "add")]
     + [["module", "code", str(n), "{cubins}", f] for f, n in (
         ("c16", 400), ("c256", 400), ("c1024", 400), ("c4096", 400), ("c4096", 40))])
 

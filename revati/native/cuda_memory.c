@@ -214,7 +214,6 @@ CUresult rv_dev_free(CUdeviceptr dp) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-
 #define NEED_CTX() do { if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED; if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT; } while (0)
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t size) { NEED_CTX(); return rv_dev_alloc(dp, size, rv_current_dev()); }
