@@ -309,7 +309,7 @@ CUresult cuCtxSetLimit(CUlimit l, size_t v) {
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     if ((unsigned)l >= 16) return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (l == CU_LIMIT_STACK_SIZE) rv_driver_stack(c->dev, c->limits[l], v);
-    c->limits[l] = v;
+    __atomic_store_n(&c->limits[l], v, __ATOMIC_RELEASE);   /* read without the lock at launch */
     return CUDA_SUCCESS;
 }
 CUresult cuCtxGetCacheConfig(CUfunc_cache *p) { *p = CU_FUNC_CACHE_PREFER_NONE; return CUDA_SUCCESS; }
@@ -358,12 +358,18 @@ const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return 
 static void charge_driver_memory(struct rv_func *x, const struct rv_kernel_params *k) {
     struct rv_ctx *c = rv_current_ctx();
     if (!c) return;
+    size_t *limit = &c->limits[CU_LIMIT_STACK_SIZE];
+    /* Every launch passes here, and after a kernel's first run nothing changes unless its
+     * frame outgrows the stack limit: that common case reads two atomics, no lock. */
+    if (__atomic_load_n(&x->code_loaded, __ATOMIC_ACQUIRE) &&
+        (size_t)k->local_bytes <= __atomic_load_n(limit, __ATOMIC_ACQUIRE))
+        return;
     pthread_mutex_lock(&rv_cuda_lock);
     bool first = !x->code_loaded;
-    x->code_loaded = true;
-    size_t stack = c->limits[CU_LIMIT_STACK_SIZE];
+    __atomic_store_n(&x->code_loaded, true, __ATOMIC_RELEASE);
+    size_t stack = *limit;
     bool deeper = k->local_bytes > 0 && (size_t)k->local_bytes > stack;
-    if (deeper) c->limits[CU_LIMIT_STACK_SIZE] = (size_t)k->local_bytes;
+    if (deeper) __atomic_store_n(limit, (size_t)k->local_bytes, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&rv_cuda_lock);
     if (first) rv_driver_code(c->dev, k->text_bytes);
     if (deeper) rv_driver_stack(c->dev, stack, (size_t)k->local_bytes);
@@ -372,11 +378,7 @@ static void charge_driver_memory(struct rv_func *x, const struct rv_kernel_param
 /* Bytes of a kernel's parameters (what a graph's kernel node keeps), 0 when unknown. */
 int rv_func_param_bytes(CUfunction f) {
     struct rv_func *x = as_func(f);
-    const struct rv_kernel_params *k = x ? x->params : NULL;
-    int end = 0;
-    for (int i = 0; k && i < k->count; i++)
-        if (k->offset[i] + k->size[i] > end) end = k->offset[i] + k->size[i];
-    return end;
+    return x && x->params && x->params->count >= 0 ? x->params->param_bytes : 0;
 }
 
 void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l) {
@@ -405,7 +407,7 @@ void rv_func_launch_features(CUfunction f, void **params, void **extra, struct r
             values[i] = buf + k->offset[i];
         }
     }
-    rv_arg_sizes(k->count, k->size, values, &l->arg_max, &l->arg_sum);
+    rv_arg_sizes(x->name, l->grid[1], k->count, k->size, values, &l->arg_max, &l->arg_sum);
 }
 
 /* The attributes the real driver derives from a kernel's resource usage. Hopper: 64K

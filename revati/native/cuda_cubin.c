@@ -158,6 +158,8 @@ static int section_params(const unsigned char *s, uint64_t len, struct rv_kernel
                     out->size[ordinal] = (uint16_t)(bits >> 18);   /* bits 18..31: bytes */
                     out->offset[ordinal] = offset;
                     if (ordinal + 1 > n) n = ordinal + 1;
+                    if (offset + out->size[ordinal] > out->param_bytes)
+                        out->param_bytes = offset + out->size[ordinal];
                 }
             }
             if (attr == EIATTR_MAX_THREADS && vlen >= 12) {   /* { u32 x, y, z } */

@@ -50,6 +50,7 @@ struct rv_kernel_params {
     char *kernel;
     int count;                        /* parameters; -1: malformed */
     uint16_t size[RV_MAX_PARAMS], offset[RV_MAX_PARAMS];
+    int param_bytes;                  /* end of the last parameter (what a graph node keeps) */
     int regs;                         /* registers per thread; -1: unknown */
     int static_smem;                  /* bytes of static shared memory */
     int local_bytes;                  /* local memory (stack frame) per thread */

@@ -144,7 +144,7 @@ static const char *const gemm_names[] = {
 static const char *const kernel_names[] = {
     "kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "shared_bytes", "blocks", "threads_per_block", "log2_threads", "waves", "log2_arg_max",
-    "log2_arg_sum", "log_roofline_ns"};
+    "log2_arg_sum", "log2_blocks_arg_max", "log_roofline_ns"};
 static const char *const copy_names[] = {"copy_kind", "bytes", "log2_bytes", "log_roofline_ns"};
 static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes",
                                          "log_roofline_ns"};
@@ -182,10 +182,39 @@ EXPORT const char *rv_feature_name(int op, int i)
 static double lg2(double x) { return x > 0 ? log2(x) : 0; }
 static double lg2_arg(int64_t x) { return x < 0 ? NAN : lg2((double)x); } /* -1: unknown */
 
-EXPORT void rv_arg_sizes(int count, const uint16_t *size, const void *const *values,
-                         int64_t *arg_max, int64_t *arg_sum)
+/* PyTorch's torch.cat kernels (CatArrayBatchedCopy*, aten/src/ATen/native/cuda/Shape.cu)
+ * launch two blocks per SM along x at any size and one row of blocks per input along y, so
+ * their sizes are only in parameter 1, a CatArrInputTensorMetadata<T, unsigned, n, s> passed
+ * by value: input pointers[n], then 4-byte offset[n], dimSize[n], nElements[n], then
+ * isContiguous[n] and s 32-byte size/stride records. The host fills entries [0, gridDim.y) and
+ * leaves the others as the stack held them, so only those are read. PyTorch instantiates
+ * n = 128, s = 1 (contiguous inputs) and n = 64, s = 64; the parameter's size tells which.
+ * Returns false (sizes not read) for any other layout. */
+static bool cat_input_sizes(const char *kernel, unsigned inputs, int count, const uint16_t *size,
+                            const void *const *values, int64_t *arg_max, int64_t *arg_sum)
+{
+    static const struct { uint16_t bytes; unsigned n; } layouts[] = {{2720, 128}, {3392, 64}};
+    if (!kernel || !strstr(kernel, "CatArrayBatchedCopy") || count < 2) return false;
+    for (size_t j = 0; j < sizeof layouts / sizeof *layouts; j++) {
+        unsigned n = layouts[j].n;
+        if (size[1] != layouts[j].bytes || inputs == 0 || inputs > n) continue;
+        const char *elements = (const char *)values[1] + 16 * (size_t)n;
+        for (unsigned i = 0; i < inputs; i++) {
+            uint32_t e;
+            memcpy(&e, elements + 4 * (size_t)i, 4);
+            if (e > *arg_max) *arg_max = e;
+            *arg_sum += e;
+        }
+        return true;
+    }
+    return false;
+}
+
+EXPORT void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const uint16_t *size,
+                         const void *const *values, int64_t *arg_max, int64_t *arg_sum)
 {
     *arg_max = *arg_sum = 0;
+    if (cat_input_sizes(kernel, grid_y, count, size, values, arg_max, arg_sum)) return;
     for (int i = 0; i < count; i++) {
         int64_t v = 0;
         if (size[i] == 4) {
@@ -225,7 +254,7 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
         double v[] = {kernel_id, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
                       l->block[2], l->shared_bytes, blocks, tpb, lg2(blocks * tpb),
                       blocks / spec[SP_SM_COUNT], lg2_arg(l->arg_max), lg2_arg(l->arg_sum),
-                      lroof};
+                      l->arg_max < 0 ? NAN : lg2(blocks * (double)l->arg_max), lroof};
         memcpy(out, v, sizeof v);
         return sizeof v / sizeof *v;
     }

@@ -59,10 +59,12 @@ struct rv_launch {
  * hold padding bytes of whatever the stack held, pointers at 4-byte offsets and per-call
  * counters (a random-number generator's offset), so the same shape would not give the same
  * features in a profile and in an emulated run (seen when reading them: about a third of
- * the profile's structure-carrying launches differed between two replays). */
+ * the profile's structure-carrying launches differed between two replays), except where a
+ * kernel's structure layout is known (kernel: its name, grid_y: its grid's y extent; see
+ * cat_input_sizes in predict.c). */
 __attribute__((visibility("default")))
-void rv_arg_sizes(int count, const uint16_t *size, const void *const *values,
-                  int64_t *arg_max, int64_t *arg_sum);
+void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const uint16_t *size,
+                  const void *const *values, int64_t *arg_max, int64_t *arg_sum);
 
 /* Source of a prediction, for the coverage report. */
 enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };

@@ -218,11 +218,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"[args] e2e: {m2} of {t2} kernel rows matched a replayed launch")
     for col in ARG_COLUMNS:
         df[col] = df[col].astype("int64")
-    profile.provenance["args"] = {
+    # One record per run: a run with --only refreshes some sweeps and keeps the others' sizes
+    # from the runs before it.
+    runs = profile.provenance.get("args", [])
+    profile.provenance["args"] = [*(runs if isinstance(runs, list) else [runs]), {
         "command": "revati profile args " + " ".join(argv_of(args)),
         "date": datetime.datetime.now(datetime.UTC).isoformat(),
         "sweep_kernel_rows_matched": [matched, tried],
-        "e2e_kernel_rows_matched": [m2, t2] if e2e else None}
+        "e2e_kernel_rows_matched": [m2, t2] if e2e else None}]
     profile.write(args.profile)
     return 0
 

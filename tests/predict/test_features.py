@@ -97,7 +97,9 @@ def test_argument_sizes_are_kernel_features_and_unknown_is_missing(spec):
     names = feature_names(Op.KERNEL)
     x, u = dict(zip(names, known, strict=True)), dict(zip(names, unknown, strict=True))
     assert x["log2_arg_max"] == 12 and x["log2_arg_sum"] == math.log2(4160)
-    assert math.isnan(u["log2_arg_max"]) and math.isnan(u["log2_arg_sum"])
+    # one block per row of 4,096: the work is blocks x size
+    assert x["log2_blocks_arg_max"] == 6 + 12
+    assert all(math.isnan(u[f]) for f in ("log2_arg_max", "log2_arg_sum", "log2_blocks_arg_max"))
     assert names[-1] == "log_roofline_ns"
 
 
@@ -115,5 +117,38 @@ def test_argument_sizes_count_small_integers_only():
     sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     mx, sm = ctypes.c_int64(), ctypes.c_int64()
-    native().rv_arg_sizes(len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
+    native().rv_arg_sizes(b"_Z6kernelPfiflflhlS_", 1, len(values), sizes, ptrs, ctypes.byref(mx),
+                          ctypes.byref(sm))
     assert (mx.value, sm.value) == (128256, 4096 + 128256 + 14336)
+
+
+def test_concatenation_sizes_come_from_its_input_metadata():
+    """torch.cat's kernel carries its inputs' element counts in a structure (PyTorch's
+    CatArrInputTensorMetadata, 128 inputs at most): the counts of the grid_y inputs it copies
+    are the sizes, the entries past them (uninitialised on the host) and the scalar
+    arguments are not."""
+    from revati.predict.features import native
+
+    n = 128
+
+    class Metadata(ctypes.Structure):
+        _fields_ = [("input", ctypes.c_uint64 * n), ("offset", ctypes.c_uint32 * n),
+                    ("dim_size", ctypes.c_uint32 * n), ("elements", ctypes.c_uint32 * n),
+                    ("contiguous", ctypes.c_bool * n), ("strides", ctypes.c_uint32 * 8)]
+
+    meta = Metadata()
+    meta.elements[:4] = [3 << 20, 1 << 20, 5000, 77]  # two inputs copied, two stale entries
+    assert ctypes.sizeof(meta) == 2720
+    values = [ctypes.c_uint64(0x7F00_0000_0000), meta, ctypes.c_int(2), ctypes.c_uint32(64)]
+    sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
+    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    name = (b"_ZN2at6native12_GLOBAL__N_130CatArrayBatchedCopy_vectorizedINS1_10OpaqueTypeILj2E"
+            b"EEjLi3ELi128ELi1ELi16ELi8EEEvPcNS1_25CatArrInputTensorMetadataIT_T0_XT2_EXT3_EEENS1"
+            b"_16TensorSizeStrideIS8_Lj4EEEiS8_")
+    mx, sm = ctypes.c_int64(), ctypes.c_int64()
+    native().rv_arg_sizes(name, 2, len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
+    assert (mx.value, sm.value) == (3 << 20, 4 << 20)
+    # Another kernel with the same parameters: only its scalar arguments are sizes.
+    native().rv_arg_sizes(b"_Z4copy", 2, len(values), sizes, ptrs, ctypes.byref(mx),
+                          ctypes.byref(sm))
+    assert (mx.value, sm.value) == (64, 66)
