@@ -8,6 +8,7 @@
 #   revati profile merge --out revati/predict/data/profiles/h200 OUT_DIR/gemm OUT_DIR/rest
 #   cp OUT_DIR/e2e/* revati/predict/data/profiles/h200/
 #   revati profile args --profile revati/predict/data/profiles/h200   # kernel-argument sizes
+#   revati profile rows --profile revati/predict/data/profiles/h200 MOE/moe_rows.jsonl  # fused MoE
 #   revati predictor train --profile revati/predict/data/profiles/h200
 #   revati predictor e2e --hardware h200_sxm --out revati/predict/data/models/h200/e2e_emulated.json
 # and the sustained-power figures of conf/hardware/h200_sxm.yaml:

@@ -4,6 +4,7 @@
     revati profile e2e --out DIR        Llama-3.1-8B and Qwen2.5-14B-shaped forwards, per kernel
     revati profile devinfo --out FILE   every attribute the driver, torch and NVML report
     revati profile merge --out DIR IN...  one profile out of several runs on one GPU model
+    revati profile rows --profile DIR ROWS.jsonl [--meta META.json]  add a sweep script's rows
     revati profile trace --out DIR -- python-program ...  every launch of a Python program
     revati profile args --profile DIR   kernel-argument features of a profile, replayed on an
                                         emulated GPU (no GPU needed)
@@ -50,6 +51,14 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rows(args: argparse.Namespace) -> int:
+    from revati.profile.merge import add_rows
+
+    n = add_rows(args.profile, args.rows, args.meta)
+    print(f"added {n} rows of {args.rows} to {args.profile}")
+    return 0
+
+
 def _args(args: argparse.Namespace) -> int:
     from revati.profile import args as launch_args
 
@@ -77,6 +86,11 @@ def register(subparsers) -> None:
     merge.add_argument("--out", required=True, type=Path)
     merge.add_argument("inputs", nargs="+", type=Path)
     merge.set_defaults(func=_merge)
+    rows = sub.add_parser("rows", help="add a sweep script's rows (scripts/profile_*.py)")
+    rows.add_argument("--profile", required=True, type=Path)
+    rows.add_argument("--meta", type=Path, default=None, help="the script's *_meta.json")
+    rows.add_argument("rows", type=Path)
+    rows.set_defaults(func=_rows)
     from revati.profile.trace import add_arguments as trace_arguments
 
     tr = sub.add_parser("trace", help="record every GPU launch of a Python program")

@@ -30,13 +30,20 @@ def head_dim(cfg: dict[str, Any]) -> int:
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def _expert_layout(cfg: dict[str, Any]) -> tuple[int, int, int]:
+def expert_layout(cfg: dict[str, Any]) -> tuple[int, int, int]:
     """(experts per layer, experts used per token, expert MLP width); (1, 1, width) if dense."""
     experts = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
     if experts:
         width = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
         return experts, cfg["num_experts_per_tok"], width
     return 1, 1, cfg["intermediate_size"]
+
+
+def routing_env(cfg: dict[str, Any]) -> dict[str, str]:
+    """The duration predictor's view of an MoE model's routing (REVATI_MOE, native/predict.c:
+    its fused-MoE kernels cost what the experts a step touches make them cost); {} if dense."""
+    experts, per_token, _ = expert_layout(cfg)
+    return {"REVATI_MOE": f"{experts} {per_token}"} if experts > 1 else {}
 
 
 def _layer_params(cfg: dict[str, Any], active_only: bool) -> int:
@@ -47,7 +54,7 @@ def _layer_params(cfg: dict[str, Any], active_only: bool) -> int:
         attn += q + 2 * kv
     if cfg["model_type"] in _QK_NORM:
         attn += 2 * hd
-    experts, per_token, width = _expert_layout(cfg)
+    experts, per_token, width = expert_layout(cfg)
     mlp = (per_token if active_only else experts) * 3 * h * width
     router = h * experts if experts > 1 else 0
     return attn + mlp + router + 2 * h  # + input and post-attention RMSNorm

@@ -151,12 +151,16 @@ static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes"
 static const char *const attn_names[] = {  /* op 100, attention by shape */
     "kernel_id", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim", "log2_flops",
     "log2_bytes", "log_roofline_ns"};
+static const char *const moe_names[] = {  /* op 101, fused-MoE GEMMs by routing */
+    "tokens", "experts", "top_k", "n", "k", "touched_experts", "grid_x", "block_x",
+    "shared_bytes", "log2_flops", "log2_bytes", "log_roofline_ns"};
 
 #define NFEAT_MAX 24  /* features.NFEAT_MAX mirrors it */
 #define NFEAT(names) (sizeof names / sizeof *names)
 _Static_assert(NFEAT(gemm_names) <= NFEAT_MAX && NFEAT(kernel_names) <= NFEAT_MAX &&
                NFEAT(copy_names) <= NFEAT_MAX && NFEAT(coll_names) <= NFEAT_MAX &&
-               NFEAT(attn_names) <= NFEAT_MAX, "a feature vector outgrew NFEAT_MAX");
+               NFEAT(attn_names) <= NFEAT_MAX && NFEAT(moe_names) <= NFEAT_MAX,
+               "a feature vector outgrew NFEAT_MAX");
 
 static int feature_count(int op, const char *const **names)
 {
@@ -168,6 +172,8 @@ static int feature_count(int op, const char *const **names)
     case RV_OP_COLLECTIVE: *names = coll_names; return sizeof coll_names / sizeof *coll_names;
     case 100 /* RV_OP_ATTENTION_SHAPE */:
         *names = attn_names; return sizeof attn_names / sizeof *attn_names;
+    case 101 /* RV_OP_MOE_SHAPE */:
+        *names = moe_names; return sizeof moe_names / sizeof *moe_names;
     default: *names = NULL; return 0;
     }
 }
@@ -284,6 +290,7 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
  * features.AttnShape. */
 struct rv_attn_shape { int64_t batch, q_len, kv_len, heads, kv_heads, head_dim; };
 #define RV_OP_ATTENTION_SHAPE 100 /* feature-vector class and index op of the shape models */
+#define RV_OP_MOE_SHAPE 101       /* and of the fused-MoE GEMMs' (rv_moe_features) */
 
 /* Query-key pairs: a multi-token query is causal and aligned to the end of the KV (prefill,
  * chunked prefill, speculative verification), a single token sees the whole KV. */
@@ -328,6 +335,71 @@ EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *sp
     return sizeof v / sizeof *v;
 }
 
+/* ---------------------------------------------------------------- mixture-of-experts GEMMs */
+
+/* vLLM's and SGLang's fused-MoE Triton kernel (`fused_moe_kernel`) multiplies every routed
+ * (token, expert) pair's activations by that expert's weights: a grouped GEMM whose cost is
+ * mostly in the weights of the experts the step's tokens touch. Its launch shows neither
+ * (the grid is sized for the worst case, and inside a CUDA graph for the captured batch;
+ * blocks of untouched experts exit early), but its arguments show the GEMM: after the
+ * pointers (Triton drops those passed as None) come N, K, EM and num_valid_tokens as 32-bit
+ * integers, and num_valid_tokens is the batch's tokens x top-k, for the batch the kernel
+ * really runs (a graph replays the padded batch it was captured for, and pads are routed
+ * too). rv_moe_dims puts them in the launch as m (pairs), n and k; which experts the pairs
+ * touch is the router's output, which no emulated kernel computes, so the predictor assumes
+ * uniform routing (what dummy weights give): with E experts and k of them per token, T tokens
+ * touch E(1 - (1 - k/E)^T) experts on average. E and k are the served model's
+ * (REVATI_MOE="E k", set by Revati from the catalog model); every rank is taken to hold all E
+ * experts (tensor parallelism; expert parallelism is not modelled). */
+EXPORT bool rv_moe_dims(const char *kernel, int count, const uint16_t *size,
+                        const void *const *values, int64_t *m, int64_t *n, int64_t *k)
+{
+    if (!kernel || strcmp(kernel, "fused_moe_kernel")) return false;
+    uint32_t dims[4];
+    int got = 0;
+    for (int i = 0; i < count && got < 4; i++) {
+        if (size[i] == 4) memcpy(&dims[got++], values[i], 4);
+        else if (size[i] != 8 || got > 0) return false; /* not the layout above */
+    }
+    if (got < 4 || !dims[0] || !dims[1] || !dims[3]) return false;
+    *n = dims[0];
+    *k = dims[1];
+    *m = dims[3];
+    return true;
+}
+
+static double moe_touched(const struct rv_launch *l, int experts, int top_k)
+{
+    double tokens = (double)l->m / top_k;
+    return experts * (1.0 - pow(1.0 - (double)top_k / experts, tokens));
+}
+
+static double moe_flops(const struct rv_launch *l) { return 2.0 * l->m * l->n * l->k; }
+
+static double moe_bytes(const struct rv_launch *l, int experts, int top_k) /* 16-bit */
+{
+    return 2.0 * (moe_touched(l, experts, top_k) * l->n * l->k +
+                  (double)l->m * (double)(l->n + l->k));
+}
+
+EXPORT int64_t rv_moe_roofline_ns(const struct rv_launch *l, int experts, int top_k,
+                                  const double *spec)
+{
+    double tc = moe_flops(l) / spec[SP_BF16], tm = moe_bytes(l, experts, top_k) / spec[SP_HBM];
+    return (int64_t)llround((tc > tm ? tc : tm) * 1e9 + spec[SP_LAUNCH_NS]);
+}
+
+EXPORT int rv_moe_features(const struct rv_launch *l, int experts, int top_k,
+                           const double *spec, double *out)
+{
+    double v[] = {(double)l->m / top_k, experts, top_k, (double)l->n, (double)l->k,
+                  moe_touched(l, experts, top_k), l->grid[0], l->block[0], l->shared_bytes,
+                  lg2(moe_flops(l)), lg2(moe_bytes(l, experts, top_k)),
+                  log((double)rv_moe_roofline_ns(l, experts, top_k, spec))};
+    memcpy(out, v, sizeof v);
+    return sizeof v / sizeof *v;
+}
+
 /* ---------------------------------------------------------------- state */
 
 static double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fallback */
@@ -341,6 +413,7 @@ static const char *const power_keys[PW_N] = {
     "power.throttle_onset", "power.throttle_full"};
 static double g_power[PW_N];
 static double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
+static int g_moe_experts, g_moe_top_k; /* REVATI_MOE: the served model's routing (0: none) */
 static int64_t g_fixed_ns = -1;
 
 struct family {
@@ -572,6 +645,10 @@ static void init(void)
         void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
         if (h) cxa_demangle = dlsym(h, "__cxa_demangle");
     }
+    const char *moe = getenv("REVATI_MOE");
+    if (moe && *moe && (sscanf(moe, "%d %d", &g_moe_experts, &g_moe_top_k) != 2 ||
+                        g_moe_experts < 1 || g_moe_top_k < 1 || g_moe_top_k > g_moe_experts))
+        die("REVATI_MOE is not \"<experts> <experts per token>\"");
     const char *idx = getenv("REVATI_PREDICT_MODELS");
     if (idx && *idx) load_index(idx);
 }
@@ -700,6 +777,17 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
     int fam = -1;
     struct name_hash hash = {0, 0};
     double x[NFEAT_MAX];
+    if (l->op == RV_OP_KERNEL && l->m > 0 && g_moe_experts > 0) { /* rv_moe_dims found it */
+        int moe_fam = family_by_op(RV_OP_MOE_SHAPE);
+        if (moe_fam >= 0 && g_fam[moe_fam].booster) {
+            int n = rv_moe_features(l, g_moe_experts, g_moe_top_k, g_model_spec, x);
+            *source = RV_SRC_MODEL;
+            return evaluate(moe_fam, x, n,
+                            rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_model_spec));
+        }
+        *source = RV_SRC_ROOFLINE;
+        return rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_spec);
+    }
     if (l->op == RV_OP_KERNEL) {
         if (l->kernel) fam = classify(l->kernel, &hash);
         int shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);

@@ -37,7 +37,7 @@ struct rv_launch {
     const char *kernel;     /* mangled kernel name, or NULL for copies/collectives */
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;  /* static + dynamic shared memory (as CUPTI reports it) */
-    /* RV_OP_GEMM */
+    /* RV_OP_GEMM; for a fused-MoE kernel (RV_OP_KERNEL), its GEMM (rv_moe_dims) */
     int64_t m, n, k, batch;
     int dtype_a, dtype_b, dtype_c; /* enum rv_dtype */
     int trans_a, trans_b;
@@ -65,6 +65,12 @@ struct rv_launch {
 __attribute__((visibility("default")))
 void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const uint16_t *size,
                   const void *const *values, int64_t *arg_max, int64_t *arg_sum);
+
+/* A fused-MoE Triton kernel's GEMM (predict.c): m = routed (token, expert) pairs, n, k from
+ * its arguments; false for any other kernel or layout. */
+__attribute__((visibility("default")))
+bool rv_moe_dims(const char *kernel, int count, const uint16_t *size, const void *const *values,
+                 int64_t *m, int64_t *n, int64_t *k);
 
 /* Source of a prediction, for the coverage report. */
 enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };

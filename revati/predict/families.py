@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from revati.predict.features import ATTENTION_SHAPE_OP, Op
+from revati.predict.features import ATTENTION_SHAPE_OP, MOE_SHAPE_OP, Op
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,27 @@ FAMILIES: tuple[Family, ...] = (
     Family("embedding", Op.KERNEL, ("embedding", "indexselect", "index_select")),
     Family("elementwise", Op.KERNEL,
            ("elementwise", "catarray", "fill", "copy", "vectorized", "unrolled")),
+    # vLLM's and SGLang's fused-MoE Triton GEMM: by launch when the model's routing is unknown
+    # (REVATI_MOE unset), else by the "moe" model below.
+    Family("moe_kernel", Op.KERNEL, ("fused_moe_kernel",)),
     Family("misc", Op.KERNEL, ("",)),
 )
 # Attention kernels whose sequence lengths are known (rv_predict_attention_ns): the same
 # kernels as "attention", predicted from (batch, q_len, kv_len, heads, kv_heads, head_dim).
 ATTENTION_SHAPE = Family("attention_shape", ATTENTION_SHAPE_OP, target_mape=0.08)
-BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE)}
+# Fused-MoE launches whose GEMM (m, n, k from their arguments) and the model's routing are
+# known (rv_moe_features): predicted from the experts the step's tokens touch.
+MOE_SHAPE = Family("moe", MOE_SHAPE_OP, target_mape=0.05)
+BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE, MOE_SHAPE)}
 # Names that a family's pattern would claim wrongly, matched before every family: vLLM's
 # KV-cache writes (reshape_and_cache_flash: "flash" would make them attention) are
 # element-wise copies of the step's new keys and values; FlashInfer's RMSNorm kernels, which
-# SGLang launches (kernel_cutlass_kernel_flashinfernormkernels...RMSNormKernel...), are norms.
+# SGLang launches (kernel_cutlass_kernel_flashinfernormkernels...RMSNormKernel...), are norms;
+# vLLM's MoE token alignment (count_and_sort_expert_tokens_kernel) is no sampling sort.
 OVERRIDES: tuple[tuple[str, str], ...] = (("reshape_and_cache", "elementwise"),
                                           ("concat_and_cache", "elementwise"),
-                                          ("rmsnorm", "norm"))
+                                          ("rmsnorm", "norm"),
+                                          ("count_and_sort_expert", "misc"))
 
 
 def match_order() -> list[tuple[str, str]]:

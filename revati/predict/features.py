@@ -102,8 +102,14 @@ class AttnShape(ctypes.Structure):
 
 
 ATTENTION_SHAPE_OP = 100  # feature class and index op of the attention-by-shape models
+MOE_SHAPE_OP = 101  # and of the fused-MoE GEMMs predicted from the model's routing
 # Profile columns holding the attention shape, in AttnShape order.
 ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"]
+
+
+# Profile columns holding the served model's routing (experts, experts per token) of a
+# fused-MoE launch, whose GEMM is in the launch columns m (routed pairs), n and k; 0 elsewhere.
+MOE_COLUMNS = ["moe_experts", "moe_top_k"]
 
 
 # Profile table columns holding the launch, one per scalar of struct rv_launch.
@@ -168,6 +174,11 @@ def native() -> ctypes.CDLL:
     lib.rv_predict_attention_ns.restype = ctypes.c_int64
     lib.rv_predict_attention_ns.argtypes = [ctypes.POINTER(RvLaunch), shape,
                                             ctypes.POINTER(ctypes.c_int)]
+    launch = ctypes.POINTER(RvLaunch)
+    lib.rv_moe_roofline_ns.restype = ctypes.c_int64
+    lib.rv_moe_roofline_ns.argtypes = [launch, ctypes.c_int, ctypes.c_int, dvec]
+    lib.rv_moe_features.restype = ctypes.c_int
+    lib.rv_moe_features.argtypes = [launch, ctypes.c_int, ctypes.c_int, dvec, dvec]
     lib.rv_predict_totals.restype = None
     lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
     lib.rv_predict_by_batch.restype = ctypes.c_bool
@@ -252,3 +263,23 @@ def attention_feature_matrix(rows: Iterable[Mapping[str, object]],
             vec[0] = float("nan")
         result.append(vec)
     return np.asarray(result, dtype=np.float64)
+
+
+def moe_feature_matrix(rows: Iterable[Mapping[str, object]],
+                       spec_vector: Iterable[float]) -> np.ndarray:
+    """Fused-MoE feature vectors (rv_moe_features) of launch rows with their MOE_COLUMNS."""
+    lib = native()
+    spec = _spec_array(spec_vector)
+    out = (ctypes.c_double * NFEAT_MAX)()
+    result = []
+    for row in rows:
+        n = lib.rv_moe_features(ctypes.byref(to_launch(row)), int(row["moe_experts"]),
+                                int(row["moe_top_k"]), spec, out)
+        result.append(list(out[:n]))
+    return np.asarray(result, dtype=np.float64)
+
+
+def moe_roofline_ns(row: Mapping[str, object], spec_vector: Iterable[float]) -> int:
+    """Roofline duration (ns) of a fused-MoE launch under uniform routing."""
+    return int(native().rv_moe_roofline_ns(ctypes.byref(to_launch(row)), int(row["moe_experts"]),
+                                           int(row["moe_top_k"]), _spec_array(spec_vector)))

@@ -21,12 +21,20 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from revati.predict.features import ARG_COLUMNS, ATTENTION_COLUMNS, LAUNCH_COLUMNS, UNKNOWN_ARGS
+from revati.predict.features import (
+    ARG_COLUMNS,
+    ATTENTION_COLUMNS,
+    LAUNCH_COLUMNS,
+    MOE_COLUMNS,
+    UNKNOWN_ARGS,
+)
 from revati.predict.roofline import HardwareSpec
 
 # Sweep context recorded next to the launch columns. The attention shape is what the
-# attention-by-shape models take (docs/predictor.md, "Sequence lengths").
-CONTEXT_COLUMNS = ["sweep", "point", "position", "duration_ns", "reps", *ATTENTION_COLUMNS]
+# attention-by-shape models take (docs/predictor.md, "Sequence lengths"), the routing what the
+# fused-MoE model takes.
+CONTEXT_COLUMNS = ["sweep", "point", "position", "duration_ns", "reps", *ATTENTION_COLUMNS,
+                   *MOE_COLUMNS]
 
 
 @dataclass
@@ -66,8 +74,12 @@ def read_profile(path: str | Path) -> HardwareProfile:
 
 def with_arg_columns(df: pd.DataFrame) -> pd.DataFrame:
     """df with the kernel-argument columns, unknown (-1) where a real-GPU measurement has not
-    been given them by `revati profile args` yet."""
+    been given them by `revati profile args` yet, and the routing columns (0: no MoE launch)
+    of profiles measured before there were any."""
     for col in ARG_COLUMNS:
         if col not in df.columns:
             df[col] = UNKNOWN_ARGS
+    for col in MOE_COLUMNS:
+        if col not in df.columns:
+            df[col] = 0
     return df

@@ -47,8 +47,8 @@ def render(report: dict[str, object]) -> str:
                      f"{e['weighted_mape']:7.1%} {e['p90_ape']:7.1%} {e['target_mape']:6.0%} "
                      f"{ok:>3} {e['roofline']['weighted_mape']:8.1%} {share}")
     if report.get("groups"):
-        lines += ["", "targets by group (held-out, GPU-time weighted MAPE; launch-only attention"
-                      " and GEMM kernels excluded):"]
+        lines += ["", "targets by group (held-out, GPU-time weighted MAPE; launch-only attention,"
+                      " GEMM and fused-MoE kernels excluded; gemm: cuBLAS and fused-MoE GEMMs):"]
         for group, g in report["groups"].items():
             ok = "yes" if g["weighted_mape"] <= g["target_mape"] else "NO"
             lines.append(f"{group:10} samples {g['samples']:6d}  wMAPE {g['weighted_mape']:6.1%}"

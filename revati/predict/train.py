@@ -27,16 +27,19 @@ from revati.predict.families import (
     ATTENTION_SHAPE,
     BY_NAME,
     FAMILIES,
+    MOE_SHAPE,
     Family,
     family_of,
     match_order,
 )
 from revati.predict.features import (
     ATTENTION_SHAPE_OP,
+    MOE_SHAPE_OP,
     Op,
     attention_feature_matrix,
     feature_matrix,
     feature_names,
+    moe_feature_matrix,
 )
 from revati.predict.hwprofile import HardwareProfile, read_profile
 
@@ -48,9 +51,10 @@ PARAMS = {
     "deterministic": True, "force_row_wise": True,
 }
 ROUNDS = 200  # with 31 leaves: ~6 MB of text models; 600 rounds gained <1% MAPE
-# The targets by group (held-out, GPU-time weighted). Launch-only attention and GEMM
-# kernels are left out: the emulator predicts those by shape and by cuBLAS call.
-GROUPS = {"gemm": (("gemm",), 0.05), "attention": (("attention_shape",), 0.08),
+# The targets by group (held-out, GPU-time weighted). Launch-only attention, GEMM and
+# fused-MoE kernels are left out: the emulator predicts those by shape, by cuBLAS call and by
+# routing; the fused-MoE GEMMs count as GEMMs.
+GROUPS = {"gemm": (("gemm", "moe"), 0.05), "attention": (("attention_shape",), 0.08),
           "others": (("memcpy", "memset", "gemm_epilogue", "norm", "softmax_sampling", "reduce",
                       "embedding", "elementwise", "misc"), 0.10)}
 
@@ -80,8 +84,12 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     else:
         vocab, ids = [], None
     records = rows.to_dict("records")
-    X = (attention_feature_matrix(records, spec_vector, ids) if op == ATTENTION_SHAPE_OP
-         else feature_matrix(records, spec_vector, ids))
+    if op == ATTENTION_SHAPE_OP:
+        X = attention_feature_matrix(records, spec_vector, ids)
+    elif op == MOE_SHAPE_OP:
+        X = moe_feature_matrix(records, spec_vector)
+    else:
+        X = feature_matrix(records, spec_vector, ids)
     names = feature_names(op)
     assert names[-1] == "log_roofline_ns", names  # the target's base, see module doc
     return FamilyData(rows, X, names, vocab)
@@ -126,9 +134,10 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
     vocab_lines, models = [], {}
     oof: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # out-of-fold predictions, measured
     attention = df[(df.family == "attention") & (df.attn_batch > 0)]
+    moe = df[(df.family == "moe_kernel") & (df.moe_experts > 0)]
     groups: list[tuple[Family, pd.DataFrame]] = [(f, df[df.family == f.name]) for f in FAMILIES]
-    for fam, rows in [*groups, (ATTENTION_SHAPE, attention)]:
-        entry: dict[str, object] = {"op": fam.name if fam.op == ATTENTION_SHAPE_OP
+    for fam, rows in [*groups, (ATTENTION_SHAPE, attention), (MOE_SHAPE, moe)]:
+        entry: dict[str, object] = {"op": fam.name if fam.op in (ATTENTION_SHAPE_OP, MOE_SHAPE_OP)
                                     else Op(fam.op).name.lower(), "samples": len(rows),
                                     "target_mape": fam.target_mape}
         if len(rows) < MIN_ROWS:

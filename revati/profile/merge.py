@@ -1,7 +1,11 @@
-"""Merge hardware profiles of one GPU taken in several runs (e.g. one lease per sweep group)."""
+"""Merge hardware profiles of one GPU taken in several runs (e.g. one lease per sweep group),
+and add the rows of a sweep script that measured outside `revati profile micro` (vLLM's FA3 and
+fused-MoE kernels, scripts/profile_*.py) to a profile."""
 
 from __future__ import annotations
 
+import datetime
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -32,3 +36,39 @@ def merge(inputs: list[Path], out: Path) -> HardwareProfile:
     profile = HardwareProfile(HardwareSpec.from_mapping(spec), prov, launches, measured, e2e)
     profile.write(out)
     return profile
+
+
+def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) -> int:
+    """Append a sweep script's rows (JSON lines, one profile row each, as
+    revati.profile.micro.measure returns them) to a profile, with fresh point ids, keeping the
+    profile's spec. Rows of the fused-MoE sweep carry the step's tokens and the GEMM's width
+    (moe_tokens, moe_n, moe_k): those become the launch columns the emulator fills from the
+    kernel's arguments (m = tokens x top-k, n, k). Returns the rows added."""
+    from revati.predict.features import ARG_COLUMNS, MOE_COLUMNS, UNKNOWN_ARGS, Op
+    from revati.predict.features import empty_launch_row as empty
+    from revati.predict.hwprofile import with_arg_columns
+
+    profile = read_profile(profile_dir)
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    for r in rows:
+        if r.get("moe_n"):
+            r.update(m=r["moe_tokens"] * r["moe_top_k"], n=r["moe_n"], k=r["moe_k"])
+        else:
+            r.update(moe_experts=0, moe_top_k=0)
+        for col, value in empty(Op(r["op"])).items():
+            r.setdefault(col, value)
+        for col in ARG_COLUMNS:  # not replayed (`revati profile args` runs torch programs only)
+            r.setdefault(col, UNKNOWN_ARGS)
+        for col in MOE_COLUMNS:
+            r.setdefault(col, 0)
+    new = with_arg_columns(pd.DataFrame(rows))
+    new["point"] += int(profile.launches["point"].max()) + 1
+    columns = list(profile.launches.columns)
+    profile.launches = pd.concat([profile.launches, new[columns]], ignore_index=True)
+    meta = json.loads(meta_file.read_text()) if meta_file else {}
+    profile.provenance.setdefault("added_rows", []).append({
+        "rows": str(rows_file), "count": len(new), "sweeps": sorted(new.sweep.unique()),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        "measured": meta.get("provenance", {})})
+    profile.write(profile_dir)
+    return len(new)

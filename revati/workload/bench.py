@@ -26,8 +26,9 @@ from revati.device.env import emulated_device_env
 from revati.device.spec import known_hardware
 from revati.engines import ENGINES, vllm
 from revati.engines.common import max_model_len
-from revati.models.catalog import UnknownModelError, resolve_name
+from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
+from revati.models.sizing import routing_env
 from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper, host_cores
 from revati.timewarp.tree import ProcessTree
@@ -246,6 +247,7 @@ class EmulatedServer:
             env = self.engine.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
                                                      self.device), self.python)
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
+            env |= routing_env(load_model(self.model).config)
             self.pid = pid = self.dep.tree.spawn(
                 self.engine.serve_command(self.python, self.folder.model_dir,
                                           self.folder.tokenizer_dir, self.port, self.opts.tp,

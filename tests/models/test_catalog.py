@@ -6,6 +6,7 @@ from revati.models.catalog import UnknownModelError, list_models, load_model, re
 from revati.models.sizing import (
     kv_cache_bytes_per_token,
     parameter_count,
+    routing_env,
     weight_bytes,
     weight_bytes_per_gpu,
 )
@@ -77,3 +78,10 @@ def test_weights_per_gpu_shrink_with_parallelism():
     assert weight_bytes_per_gpu(cfg, 4, 1) == pytest.approx(whole / 4, rel=1e-6)
     # PP stages are uneven: the first holds the embedding, the last the LM head.
     assert whole / 2 < weight_bytes_per_gpu(cfg, 1, 2) < 0.52 * whole
+
+
+def test_routing_of_moe_models_reaches_the_predictor():
+    """REVATI_MOE carries experts and experts per token (native/predict.c); dense: nothing."""
+    assert routing_env(load_model("qwen3_30b_a3b").config) == {"REVATI_MOE": "128 8"}
+    assert routing_env(load_model("mixtral_8x7b").config) == {"REVATI_MOE": "8 2"}
+    assert routing_env(load_model("llama3_8b").config) == {}

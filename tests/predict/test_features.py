@@ -9,6 +9,7 @@ import subprocess
 from revati.predict.families import family_of
 from revati.predict.features import (
     LAUNCH_COLUMNS,
+    MOE_SHAPE_OP,
     NATIVE_LIB,
     DType,
     Op,
@@ -152,3 +153,48 @@ def test_concatenation_sizes_come_from_its_input_metadata():
     native().rv_arg_sizes(b"_Z4copy", 2, len(values), sizes, ptrs, ctypes.byref(mx),
                           ctypes.byref(sm))
     assert (mx.value, sm.value) == (64, 66)
+
+
+def test_fused_moe_gemm_dims_come_from_its_arguments():
+    """vLLM's fused_moe_kernel as Triton compiles it: 7 pointers (those passed as None are
+    dropped), then N, K, EM, num_valid_tokens and strides as 32-bit integers, then Triton's
+    scratch pointers. m is the routed (token, expert) pairs, n and k the GEMM's widths; any
+    other kernel, or another layout, gives nothing."""
+    from revati.predict.features import native
+
+    ints = [1536, 2048, 10112, 16 * 8, 2048, 1, 3145728, 1, 2048, 1536, 1]
+    values = [ctypes.c_uint64(0x7F00_0000_0000 + i) for i in range(7)]
+    values += [ctypes.c_uint32(v) for v in ints] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+
+    def dims(name, vals):
+        sizes = (ctypes.c_uint16 * len(vals))(*[ctypes.sizeof(v) for v in vals])
+        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        m, n, k = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        ok = native().rv_moe_dims(name, len(vals), sizes, ptrs, ctypes.byref(m), ctypes.byref(n),
+                                  ctypes.byref(k))
+        return bool(ok & 0xFF), (m.value, n.value, k.value)
+
+    assert dims(b"fused_moe_kernel", values) == (True, (128, 1536, 2048))
+    assert dims(b"fused_moe_kernel_gptq_awq", values)[0] is False
+    assert dims(b"fused_moe_kernel", [ctypes.c_uint32(3), *values])[0] is False
+
+
+def test_moe_roofline_reads_the_experts_the_tokens_touch(spec):
+    """Uniform routing: 1 token touches k of E experts, many tokens all of them; a decode
+    step's cost is the touched experts' weights, not the tokens' FLOPs."""
+    from revati.predict.features import moe_feature_matrix, moe_roofline_ns
+
+    def launch(tokens):
+        row = empty_launch_row(Op.KERNEL)
+        row.update(kernel="fused_moe_kernel", m=tokens * 8, n=1536, k=2048, moe_experts=128,
+                   moe_top_k=8, grid_x=256, block_x=128)
+        return row
+
+    names = feature_names(MOE_SHAPE_OP)
+    one, many = (dict(zip(names, x, strict=True))
+                 for x in moe_feature_matrix([launch(1), launch(4096)], spec.vector()))
+    assert one["touched_experts"] == 8 and math.isclose(many["touched_experts"], 128)
+    weights = 1536 * 2048 * 2 / spec.values["hbm_bytes_per_s"] * 1e9  # ns per expert
+    t1 = moe_roofline_ns(launch(1), spec.vector()) - spec.values["launch_overhead_ns"]
+    assert math.isclose(t1, 8 * weights, rel_tol=0.01)
+    assert moe_roofline_ns(launch(16), spec.vector()) > 8 * t1
