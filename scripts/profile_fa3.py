@@ -188,36 +188,9 @@ def main() -> int:
     prov0 = micro.provenance(torch, " ".join(["python3", *sys.argv]))
     with open(os.path.join(args.out, "fa3_meta.json"), "w") as f:
         json.dump({"provenance": prov0, "planned_points": len(points)}, f, indent=1)
-    names: dict[str, int] = {}
-    done = skipped_n = 0
-    skipped: list[str] = []
     deadline = t_start + args.max_seconds
-    with open(rows_path, "w") as f:
-        for start in range(0, len(points), args.chunk):
-            if time.time() > deadline:
-                skipped.append(f"points {start}..{len(points) - 1}: over --max-seconds")
-                break
-            chunk = points[start:start + args.chunk]
-            t0 = time.time()
-            try:
-                rows, sk = micro.measure(
-                    torch, chunk, log=lambda s: None,
-                    keep_trace=os.path.join(args.out, "fa3_trace0.json.gz") if start == 0
-                    else None)
-            except Exception as exc:  # noqa: BLE001 - keep what was measured so far
-                print(f"[fa3] chunk {start} failed: {exc!r}", flush=True)
-                skipped.append(f"chunk {start}: {exc!r}"[:300])
-                break
-            for r in rows:
-                r["point"] += start
-                names[r["kernel"]] = names.get(r["kernel"], 0) + 1
-                f.write(json.dumps(r) + "\n")
-            f.flush()
-            done += len(chunk) - len(sk)
-            skipped_n += len(sk)
-            skipped += sk[:20]
-            print(f"[fa3] points {start}..{start + len(chunk) - 1}: {len(rows)} rows, "
-                  f"{time.time() - t0:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
+    run = micro.measure_chunks(torch, points, rows_path, args.chunk, deadline, "fa3",
+                               keep_trace=os.path.join(args.out, "fa3_trace0.json.gz"))
     if mixed and time.time() < deadline + 10:
         try:
             rows, sk = micro.measure(torch, mixed, log=lambda s: None)
@@ -230,19 +203,12 @@ def main() -> int:
             print(f"[fa3] mixed: {len(rows)} rows, {len(sk)} skipped", flush=True)
         except Exception as exc:  # noqa: BLE001
             print(f"[fa3] mixed failed: {exc!r}", flush=True)
-    prov = micro.provenance(torch, " ".join(["python3", *sys.argv]))
-    prov.update(points=done, planned_points=len(points), skipped=skipped,
-                skipped_points=skipped_n, seconds=round(time.time() - t_start, 1),
-                reps=args.reps, fa3_module=inspect.getfile(flash_attn_varlen_func),
-                what="vLLM 0.26.0 FlashAttention-3 (vllm.vllm_flash_attn, _vllm_fa3_C) as "
-                     "FlashAttentionImpl calls it: AOT scheduler metadata + "
-                     "flash_attn_varlen_func(fa_version=3), paged KV (block 16), bf16, causal")
-    with open(os.path.join(args.out, "fa3_meta.json"), "w") as f:
-        json.dump({"provenance": prov, "kernels": names}, f, indent=1)
-    print(f"[fa3] {done} points measured, {skipped_n} skipped, "
-          f"{time.time() - t_start:.1f}s", flush=True)
-    for n, c in sorted(names.items(), key=lambda x: -x[1]):
-        print(f"  {c:6d} {n[:200]}")
+    micro.write_chunked_meta(
+        torch, run, os.path.join(args.out, "fa3_meta.json"), len(points), t_start, "fa3",
+        fa3_module=inspect.getfile(flash_attn_varlen_func),
+        what="vLLM 0.26.0 FlashAttention-3 (vllm.vllm_flash_attn, _vllm_fa3_C) as "
+             "FlashAttentionImpl calls it: AOT scheduler metadata + "
+             "flash_attn_varlen_func(fa_version=3), paged KV (block 16), bf16, causal")
     return 0
 
 

@@ -29,7 +29,6 @@ then, on any machine, add the rows to the profile and retrain:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -104,55 +103,25 @@ def main() -> int:
     random.Random(1).shuffle(order)  # a time limit then leaves a uniform subsample
     points, infos = [points[i] for i in order], [infos[i] for i in order]
     print(f"[moe] {len(points)} points; setup {time.time() - t_start:.1f}s", flush=True)
-    names: dict[str, int] = {}
-    done = skipped_n = 0
-    skipped: list[str] = []
-    deadline = t_start + args.max_seconds
-    with open(os.path.join(args.out, "moe_rows.jsonl"), "w") as f:
-        for start in range(0, len(points), args.chunk):
-            if time.time() > deadline:
-                skipped.append(f"points {start}..{len(points) - 1}: over --max-seconds")
-                break
-            chunk = points[start:start + args.chunk]
-            t0 = time.time()
-            try:
-                rows, sk = micro.measure(torch, chunk, log=lambda s: None)
-            except Exception as exc:  # noqa: BLE001 - keep what was measured so far
-                print(f"[moe] chunk {start} failed: {exc!r}", flush=True)
-                skipped.append(f"chunk {start}: {exc!r}"[:300])
-                break
-            seen: dict[int, int] = {}
-            for r in rows:
-                info = infos[start + r["point"]]
-                r["point"] += start
-                r.update(info)
-                # the layer's two expert GEMMs, in launch order: w13, then w2
-                if "fused_moe_kernel" in r["kernel"]:
-                    nth = seen.get(r["point"], 0)
-                    seen[r["point"]] = nth + 1
-                    r["moe_n"], r["moe_k"] = ((2 * info["intermediate"], info["hidden"])
-                                              if nth == 0 else
-                                              (info["hidden"], info["intermediate"]))
-                names[r["kernel"]] = names.get(r["kernel"], 0) + 1
-                f.write(json.dumps(r) + "\n")
-            f.flush()
-            done += len(chunk) - len(sk)
-            skipped_n += len(sk)
-            skipped += sk[:20]
-            print(f"[moe] points {start}..{start + len(chunk) - 1}: {len(rows)} rows, "
-                  f"{time.time() - t0:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
-    prov = micro.provenance(torch, " ".join(["python3", *sys.argv]))
-    prov.update(points=done, planned_points=len(points), skipped=skipped,
-                skipped_points=skipped_n, seconds=round(time.time() - t_start, 1),
-                reps=args.reps,
-                what="vLLM 0.26.0 fused_experts (Triton fused_moe_kernel, its own config "
-                     "choice), bf16, uniform random top-k routing")
-    with open(os.path.join(args.out, "moe_meta.json"), "w") as f:
-        json.dump({"provenance": prov, "kernels": names}, f, indent=1)
-    print(f"[moe] {done} points measured, {skipped_n} skipped, "
-          f"{time.time() - t_start:.1f}s", flush=True)
-    for n, c in sorted(names.items(), key=lambda x: -x[1]):
-        print(f"  {c:6d} {n[:200]}")
+
+    def annotate(rows: list[dict]) -> None:
+        seen: dict[int, int] = {}
+        for r in rows:
+            info = infos[r["point"]]
+            r.update(info)
+            # the layer's two expert GEMMs, in launch order: w13, then w2
+            if "fused_moe_kernel" in r["kernel"]:
+                nth = seen.get(r["point"], 0)
+                seen[r["point"]] = nth + 1
+                r["moe_n"], r["moe_k"] = ((2 * info["intermediate"], info["hidden"])
+                                          if nth == 0 else (info["hidden"], info["intermediate"]))
+
+    run = micro.measure_chunks(torch, points, os.path.join(args.out, "moe_rows.jsonl"),
+                               args.chunk, t_start + args.max_seconds, "moe", annotate)
+    micro.write_chunked_meta(
+        torch, run, os.path.join(args.out, "moe_meta.json"), len(points), t_start, "moe",
+        what="vLLM 0.26.0 fused_experts (Triton fused_moe_kernel, its own config choice), "
+             "bf16, uniform random top-k routing")
     return 0
 
 

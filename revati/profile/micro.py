@@ -419,6 +419,72 @@ def measure(torch, points: list[Point], log=print, keep_trace: str | None = None
     return rows, skipped
 
 
+@dataclass
+class ChunkedRun:
+    """What measure_chunks measured: points done and skipped (with the first reasons), and the
+    rows written per kernel name."""
+    done: int = 0
+    skipped_points: int = 0
+    skipped: list[str] = field(default_factory=list)
+    kernels: dict[str, int] = field(default_factory=dict)
+
+
+def measure_chunks(torch, points: list[Point], rows_path: str, chunk: int, deadline: float,
+                   tag: str, annotate: Callable[[list[dict]], None] | None = None,
+                   keep_trace: str | None = None) -> ChunkedRun:
+    """measure() in chunks of `chunk` points for the sweep scripts that run outside `revati
+    profile micro` (scripts/profile_*.py): each chunk's rows, point ids counted over all
+    points and annotate(rows) applied, are appended to rows_path as JSON lines as soon as
+    they are measured, so a lease's time limit or a failing chunk leaves what was measured.
+    No chunk starts after `deadline` (time.time()). keep_trace: the first chunk's trace."""
+    run = ChunkedRun()
+    t_start = time.time()
+    with open(rows_path, "w") as f:
+        for start in range(0, len(points), chunk):
+            if time.time() > deadline:
+                run.skipped.append(f"points {start}..{len(points) - 1}: over --max-seconds")
+                break
+            part = points[start:start + chunk]
+            t0 = time.time()
+            try:
+                rows, sk = measure(torch, part, log=lambda s: None,
+                                   keep_trace=keep_trace if start == 0 else None)
+            except Exception as exc:  # noqa: BLE001 - keep what was measured so far
+                print(f"[{tag}] chunk {start} failed: {exc!r}", flush=True)
+                run.skipped.append(f"chunk {start}: {exc!r}"[:300])
+                break
+            for r in rows:
+                r["point"] += start
+            if annotate:
+                annotate(rows)
+            for r in rows:
+                run.kernels[r["kernel"]] = run.kernels.get(r["kernel"], 0) + 1
+                f.write(json.dumps(r) + "\n")
+            f.flush()
+            run.done += len(part) - len(sk)
+            run.skipped_points += len(sk)
+            run.skipped += sk[:20]
+            print(f"[{tag}] points {start}..{start + len(part) - 1}: {len(rows)} rows, "
+                  f"{time.time() - t0:.1f}s, total {time.time() - t_start:.1f}s", flush=True)
+    return run
+
+
+def write_chunked_meta(torch, run: ChunkedRun, meta_path: str, planned: int, t_start: float,
+                       tag: str, **what: object) -> None:
+    """The provenance of a measure_chunks run (with `what` it measured) and its kernels, to
+    meta_path; prints the kernels by row count."""
+    prov = provenance(torch, " ".join(["python3", *sys.argv]))
+    prov.update(points=run.done, planned_points=planned, skipped=run.skipped,
+                skipped_points=run.skipped_points, seconds=round(time.time() - t_start, 1),
+                reps=REPS, **what)
+    with open(meta_path, "w") as f:
+        json.dump({"provenance": prov, "kernels": run.kernels}, f, indent=1)
+    print(f"[{tag}] {run.done} points measured, {run.skipped_points} skipped, "
+          f"{time.time() - t_start:.1f}s", flush=True)
+    for n, c in sorted(run.kernels.items(), key=lambda x: -x[1]):
+        print(f"  {c:6d} {n[:200]}")
+
+
 def provenance(torch, command: str) -> dict[str, object]:
     props = torch.cuda.get_device_properties(0)
     prov: dict[str, object] = {
