@@ -44,9 +44,8 @@ def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) 
     profile's spec. Rows of the fused-MoE sweep carry the step's tokens and the GEMM's width
     (moe_tokens, moe_n, moe_k): those become the launch columns the emulator fills from the
     kernel's arguments (m = tokens x top-k, n, k). Returns the rows added."""
-    from revati.predict.features import ARG_COLUMNS, MOE_COLUMNS, UNKNOWN_ARGS, Op
+    from revati.predict.features import Op
     from revati.predict.features import empty_launch_row as empty
-    from revati.predict.hwprofile import with_arg_columns
 
     profile = read_profile(profile_dir)
     rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
@@ -55,13 +54,11 @@ def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) 
             r.update(m=r["moe_tokens"] * r["moe_top_k"], n=r["moe_n"], k=r["moe_k"])
         else:
             r.update(moe_experts=0, moe_top_k=0)
+        # the neutral launch row: argument sizes unknown (`revati profile args` replays torch
+        # programs only)
         for col, value in empty(Op(r["op"])).items():
             r.setdefault(col, value)
-        for col in ARG_COLUMNS:  # not replayed (`revati profile args` runs torch programs only)
-            r.setdefault(col, UNKNOWN_ARGS)
-        for col in MOE_COLUMNS:
-            r.setdefault(col, 0)
-    new = with_arg_columns(pd.DataFrame(rows))
+    new = pd.DataFrame(rows)
     new["point"] += int(profile.launches["point"].max()) + 1
     columns = list(profile.launches.columns)
     profile.launches = pd.concat([profile.launches, new[columns]], ignore_index=True)
