@@ -407,8 +407,9 @@ void rv_func_launch_features(CUfunction f, void **params, void **extra, struct r
             values[i] = buf + k->offset[i];
         }
     }
-    rv_arg_sizes(x->name, l->grid[1], k->count, k->size, values, &l->arg_max, &l->arg_sum);
-    rv_moe_dims(x->name, k->count, k->size, values, &l->m, &l->n, &l->k);
+    rv_arg_sizes(k->arg_layout, l->grid, l->block, k->count, k->size, values, &l->arg_max,
+                 &l->arg_sum);
+    rv_moe_dims(k->arg_layout, k->count, k->size, values, &l->m, &l->n, &l->k);
 }
 
 /* The attributes the real driver derives from a kernel's resource usage. Hopper: 64K

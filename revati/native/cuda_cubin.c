@@ -191,6 +191,7 @@ static struct rv_kernel_params *kernel_entry(struct kernel_table *t, const char 
     struct rv_kernel_params *k = calloc(1, sizeof *k);
     k->kernel = strdup(name);
     k->regs = -1;
+    k->arg_layout = rv_arg_layout(name);
     k->next = t->list;
     t->list = k;
     t->slot[i] = k;

@@ -56,6 +56,7 @@ struct rv_kernel_params {
     int local_bytes;                  /* local memory (stack frame) per thread */
     int max_threads;                  /* __launch_bounds__ / maxntid product; 0: none */
     int text_bytes;                   /* machine code (.text.<kernel>) */
+    int arg_layout;                   /* enum rv_arg_layout of its name */
     struct rv_kernel_params *next;
 };
 

@@ -196,11 +196,11 @@ static double lg2_arg(int64_t x) { return x < 0 ? NAN : lg2((double)x); } /* -1:
  * leaves the others as the stack held them, so only those are read. PyTorch instantiates
  * n = 128, s = 1 (contiguous inputs) and n = 64, s = 64; the parameter's size tells which.
  * Returns false (sizes not read) for any other layout. */
-static bool cat_input_sizes(const char *kernel, unsigned inputs, int count, const uint16_t *size,
+static bool cat_input_sizes(unsigned inputs, int count, const uint16_t *size,
                             const void *const *values, int64_t *arg_max, int64_t *arg_sum)
 {
     static const struct { uint16_t bytes; unsigned n; } layouts[] = {{2720, 128}, {3392, 64}};
-    if (!kernel || !strstr(kernel, "CatArrayBatchedCopy") || count < 2) return false;
+    if (count < 2) return false;
     for (size_t j = 0; j < sizeof layouts / sizeof *layouts; j++) {
         unsigned n = layouts[j].n;
         if (size[1] != layouts[j].bytes || inputs == 0 || inputs > n) continue;
@@ -216,11 +216,117 @@ static bool cat_input_sizes(const char *kernel, unsigned inputs, int count, cons
     return false;
 }
 
-EXPORT void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const uint16_t *size,
-                         const void *const *values, int64_t *arg_max, int64_t *arg_sum)
+/* Element count of a PyTorch TensorInfo<T, I> passed by value (aten/src/ATen/cuda/detail/
+ * TensorInfo.cuh: data pointer, I sizes[25], I strides[25], int dims; 216 bytes with a 32-bit I,
+ * 416 with a 64-bit one), or 0 when the parameter is not laid out so. */
+static int64_t tensor_info_elements(uint16_t size, const void *value)
+{
+    enum { MAX_DIMS = 25 };
+    unsigned width = size == 216 ? 4 : size == 416 ? 8 : 0;
+    if (!width) return 0;
+    const char *info = value;
+    int32_t dims;
+    memcpy(&dims, info + 8 + 2 * MAX_DIMS * width, 4);
+    if (dims < 1 || dims > MAX_DIMS) return 0;
+    double elements = 1;
+    for (int d = 0; d < dims; d++) {
+        uint64_t n = 0;
+        memcpy(&n, info + 8 + (size_t)d * width, width); /* little endian */
+        elements *= (double)n;
+    }
+    return elements >= 1 && elements < 0x1p40 ? (int64_t)elements : 0;
+}
+
+/* PyTorch's index_select kernels (indexSelectSmallIndex/LargeIndex, Indexing.cu: embedding
+ * lookups) have a grid sized by the row width alone, capped, so how many rows they copy is only
+ * in their TensorInfo parameters: 0, the output, whose select dimension the host reduced to 1
+ * (one row: its element count is the row width), and 2, the indices (one per row copied).
+ * Returns rows x width, the elements the kernel moves, or 0 for any other kernel or layout. */
+static int64_t index_select_elements(int count, const uint16_t *size, const void *const *values)
+{
+    if (count < 3) return 0;
+    int64_t width = tensor_info_elements(size[0], values[0]);
+    int64_t rows = tensor_info_elements(size[2], values[2]);
+    return width > 0 && rows > 0 && (double)width * (double)rows < 0x1p40 ? width * rows : 0;
+}
+
+/* PyTorch's reductions (reduce_kernel, Reduce.cuh) take one parameter, a ReduceOp by value,
+ * and launch a grid shaped by their split strategy; their sizes are in its ReduceConfig: int
+ * element_size_bytes, num_inputs (per output), num_outputs, step_input, step_output,
+ * ctas_per_output, input_mult[3], output_mult[2], block_width, block_height, num_threads. The
+ * ops and identity before it vary in size with the reduction, so the config is found by its
+ * signature: its block dimensions are the launch's. Sets the elements read (num_inputs x
+ * num_outputs) as the largest size and num_inputs + num_outputs as the sum; false if not found. */
+static bool reduce_config_sizes(unsigned block_x, unsigned block_y, int count,
+                                const uint16_t *size, const void *const *values,
+                                int64_t *arg_max, int64_t *arg_sum)
+{
+    if (count != 1 || block_x == 0) return false;
+    const char *op = values[0];
+    for (size_t o = 0; o + 14 * 4 <= size[0]; o += 4) {
+        int32_t c[14];
+        memcpy(c, op + o, sizeof c);
+        bool element = c[0] == 1 || c[0] == 2 || c[0] == 4 || c[0] == 8 || c[0] == 16;
+        if (!element || c[1] < 1 || c[2] < 1 || c[3] < 1 || c[4] < 1 || c[5] < 1 ||
+            c[11] != (int32_t)block_x || c[12] != (int32_t)block_y ||
+            c[13] != c[11] * c[12])
+            continue;
+        *arg_max = (int64_t)c[1] * c[2];
+        *arg_sum = (int64_t)c[1] + c[2];
+        return true;
+    }
+    return false;
+}
+
+/* cuBLASLt's split-K reduction (splitKreduce_kernel) launches one block per output tile, and
+ * sums as many partial products per element as the GEMM had splits (k 4,096: 3, k 19,072: 7
+ * for the same tiles). Parameter 0, cublasSplitKParams<float> (60 bytes), holds them: 32-bit
+ * alpha, beta, m, n, four leading dimensions, batch, m x n, splits (layout read from the
+ * emulated cuBLAS's launches of known GEMMs). Sets partial elements read (m x n x splits) as
+ * the largest size and m x n + splits as the sum; false for any other kernel or layout. */
+static bool split_k_sizes(int count, const uint16_t *size, const void *const *values,
+                          int64_t *arg_max, int64_t *arg_sum)
+{
+    if (count < 1 || size[0] != 60) return false;
+    int32_t p[15];
+    memcpy(p, values[0], sizeof p);
+    int32_t m = p[2], n = p[3], splits = p[10];
+    if (m < 1 || n < 1 || splits < 1 || splits > 4096 || (int64_t)m * n != p[9]) return false;
+    *arg_max = (int64_t)m * n * splits;
+    *arg_sum = (int64_t)m * n + splits;
+    return true;
+}
+
+EXPORT int rv_arg_layout(const char *kernel)
+{
+    static const struct { const char *needle; int layout; } known[] = {
+        {"CatArrayBatchedCopy", RV_ARGS_CAT}, {"indexSelect", RV_ARGS_INDEX_SELECT},
+        {"splitKreduce_kernel", RV_ARGS_SPLIT_K}, {"reduce_kernel", RV_ARGS_REDUCE}};
+    if (!kernel) return RV_ARGS_SCALARS;
+    if (!strcmp(kernel, "fused_moe_kernel")) return RV_ARGS_FUSED_MOE; /* Triton: unmangled */
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) /* first match: split-K first */
+        if (strstr(kernel, known[i].needle)) return known[i].layout;
+    return RV_ARGS_SCALARS;
+}
+
+EXPORT void rv_arg_sizes(int layout, const uint32_t grid[3], const uint32_t block[3], int count,
+                         const uint16_t *size, const void *const *values, int64_t *arg_max,
+                         int64_t *arg_sum)
 {
     *arg_max = *arg_sum = 0;
-    if (cat_input_sizes(kernel, grid_y, count, size, values, arg_max, arg_sum)) return;
+    switch (layout) {
+    case RV_ARGS_CAT:
+        if (cat_input_sizes(grid[1], count, size, values, arg_max, arg_sum)) return;
+        break;
+    case RV_ARGS_REDUCE:
+        if (reduce_config_sizes(block[0], block[1], count, size, values, arg_max, arg_sum))
+            return;
+        break;
+    case RV_ARGS_SPLIT_K:
+        if (split_k_sizes(count, size, values, arg_max, arg_sum)) return;
+        break;
+    default: break;
+    }
     for (int i = 0; i < count; i++) {
         int64_t v = 0;
         if (size[i] == 4) {
@@ -235,6 +341,12 @@ EXPORT void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const u
             if (v > *arg_max) *arg_max = v;
             *arg_sum += v;
         }
+    }
+    int64_t selected = layout == RV_ARGS_INDEX_SELECT ? index_select_elements(count, size, values)
+                                                      : 0;
+    if (selected > 0) { /* the bytes moved dominate the table and row sizes */
+        *arg_max = selected;
+        *arg_sum += selected;
     }
 }
 
@@ -351,10 +463,10 @@ EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *sp
  * touch E(1 - (1 - k/E)^T) experts on average. E and k are the served model's
  * (REVATI_MOE="E k", set by Revati from the catalog model); every rank is taken to hold all E
  * experts (tensor parallelism; expert parallelism is not modelled). */
-EXPORT bool rv_moe_dims(const char *kernel, int count, const uint16_t *size,
+EXPORT bool rv_moe_dims(int layout, int count, const uint16_t *size,
                         const void *const *values, int64_t *m, int64_t *n, int64_t *k)
 {
-    if (!kernel || strcmp(kernel, "fused_moe_kernel")) return false;
+    if (layout != RV_ARGS_FUSED_MOE) return false;
     uint32_t dims[4];
     int got = 0;
     for (int i = 0; i < count && got < 4; i++) {
@@ -422,6 +534,14 @@ struct family {
     int nfeat;
     void *booster;
     void *fast; /* LightGBM FastConfig: single-row prediction without re-parsing parameters */
+    /* The model's base: log ns = booster + base. Without "base" lines the roofline
+     * (log_roofline_ns, the last feature); with them, a least-squares line in the log features
+     * that extrapolates where the trees, which predict constants beyond their data, cannot:
+     * intercept coef[0] plus coef[1 + i] times feature i (missing features count 0), the line
+     * of the launch's kernel (kernel_id, feature 0) where the trainer fitted one, else the
+     * family's (kernel_id -1). */
+    int nbase;
+    struct base_line { int kernel_id; double coef[NFEAT_MAX + 1]; } *base;
 };
 
 struct pattern { int family; char *needle; };
@@ -556,6 +676,28 @@ static uint64_t skeleton_hash(const char *name)
 }
 
 /* The index written by revati.predict.train: see docs/predictor.md for its grammar. */
+/* "base <family> <kernel_id> <intercept> <coef_0> ... <coef_{nfeat-1}>": one coefficient a
+ * feature; kernel_id -1 is the family's line. */
+static void parse_base(int fam, const char *p)
+{
+    if (fam < 0 || !g_fam[fam].booster) die("index: base line for a family without a model");
+    struct family *fm = &g_fam[fam];
+    char *end;
+    long id = strtol(p, &end, 10);
+    if (end == p) die("index: base line without a kernel id");
+    p = end;
+    fm->base = realloc(fm->base, (fm->nbase + 1) * sizeof *fm->base);
+    struct base_line *b = &fm->base[fm->nbase++];
+    b->kernel_id = (int)id;
+    for (int i = 0; i <= fm->nfeat; i++) {
+        b->coef[i] = strtod(p, &end);
+        if (end == p) die("index: base line with fewer coefficients than the model's features");
+        p = end;
+    }
+    while (*p == ' ') p++;
+    if (*p) die("index: base line with more coefficients than the model's features");
+}
+
 static void load_index(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -593,6 +735,7 @@ static void load_index(const char *path)
                 if (nfeat > NFEAT_MAX) die("index: model with too many features");
                 g_fam = realloc(g_fam, (g_nfam + 1) * sizeof *g_fam);
                 struct family *fm = &g_fam[g_nfam++];
+                *fm = (struct family){0};
                 snprintf(fm->name, sizeof fm->name, "%s", fam);
                 fm->op = op;
                 fm->nfeat = nfeat;
@@ -616,6 +759,8 @@ static void load_index(const char *path)
             } else if (pass == 1 && sscanf(line, "pattern %63s %n", fam, &off) == 1 && off) {
                 g_pat = realloc(g_pat, (g_npat + 1) * sizeof *g_pat);
                 g_pat[g_npat++] = (struct pattern){find_family(fam), strdup(line + off)};
+            } else if (pass == 1 && sscanf(line, "base %63s %n", fam, &off) == 1 && off) {
+                parse_base(find_family(fam), line + off);
             } else if (pass == 1 && sscanf(line, "kernel %63s %d %n", fam, &id, &off) == 2 && off) {
                 vocab_put(fnv1a(line + off, strlen(line + off), FNV0), find_family(fam), id);
                 vocab_put(skeleton_hash(line + off), find_family(fam), id);
@@ -758,14 +903,27 @@ static int family_by_op(int op)
 
 static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
 {
-    if (n != g_fam[fam].nfeat) die("model feature count differs from this build's features");
+    const struct family *fm = &g_fam[fam];
+    if (n != fm->nfeat) die("model feature count differs from this build's features");
     int64_t outlen = 0;
     double y = 0;
-    if (lgbm_fast_predict(g_fam[fam].fast, x, &outlen, &y) != 0 || outlen != 1) {
-        fprintf(stderr, "revati predict: model %s: %s\n", g_fam[fam].name, lgbm_error());
+    if (lgbm_fast_predict(fm->fast, x, &outlen, &y) != 0 || outlen != 1) {
+        fprintf(stderr, "revati predict: model %s: %s\n", fm->name, lgbm_error());
         abort();
     }
-    return (int64_t)llround((double)roof * exp(y));
+    if (fm->nbase == 0) return (int64_t)llround((double)roof * exp(y));
+    int kid = fm->op == RV_OP_KERNEL && !isnan(x[0]) ? (int)x[0] : -1;
+    const struct base_line *line = NULL, *family_line = NULL;
+    for (int i = 0; i < fm->nbase; i++) {
+        if (kid >= 0 && fm->base[i].kernel_id == kid) line = &fm->base[i];
+        if (fm->base[i].kernel_id == -1) family_line = &fm->base[i];
+    }
+    if (!line) line = family_line;
+    if (!line) die("index: a family with kernel base lines but no family line");
+    double base = line->coef[0];
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i])) base += line->coef[1 + i] * x[i];
+    return (int64_t)llround(exp(y + base));
 }
 
 /* The models learnt log(measured / roofline) on the profiled GPU, so they are evaluated

@@ -46,10 +46,24 @@ struct rv_launch {
     int copy_kind;          /* enum rv_copy_kind */
     int coll;               /* enum rv_coll */
     int nranks;
-    /* RV_OP_KERNEL: the sizes among the kernel's scalar arguments (rv_arg_sizes), or -1
-     * when the launch's parameter layout is unknown */
+    /* RV_OP_KERNEL: the sizes among the kernel's scalar arguments, or the sizes that
+     * rv_arg_sizes reads from a known argument structure (torch.cat's inputs, index_select's
+     * output); -1 when the launch's parameter layout is unknown */
     int64_t arg_max, arg_sum;
 };
+
+/* Kernels whose argument structures the predictor reads, told by name once per kernel (when
+ * its cubin is parsed), not on every launch. */
+enum rv_arg_layout {
+    RV_ARGS_SCALARS = 0,  /* any other kernel: its scalar arguments */
+    RV_ARGS_CAT,          /* torch.cat: CatArrayBatchedCopy* */
+    RV_ARGS_INDEX_SELECT, /* index_select / embedding: indexSelect{Small,Large}Index */
+    RV_ARGS_REDUCE,       /* PyTorch reductions: reduce_kernel */
+    RV_ARGS_SPLIT_K,      /* cuBLASLt's split-K reduction: splitKreduce_kernel */
+    RV_ARGS_FUSED_MOE,    /* vLLM's and SGLang's Triton fused_moe_kernel */
+};
+__attribute__((visibility("default")))
+int rv_arg_layout(const char *kernel);
 
 /* A launch shape does not carry the sizes a kernel works on (an RMSNorm launches one block
  * per row at any hidden size, a segmented sort one block per row at any vocabulary); its
@@ -60,16 +74,19 @@ struct rv_launch {
  * counters (a random-number generator's offset), so the same shape would not give the same
  * features in a profile and in an emulated run (seen when reading them: about a third of
  * the profile's structure-carrying launches differed between two replays), except where a
- * kernel's structure layout is known (kernel: its name, grid_y: its grid's y extent; see
- * cat_input_sizes in predict.c). */
+ * kernel's structure layout is known (layout: rv_arg_layout of its name; grid, block: its
+ * launch shape, which tells how many entries the host filled or where a structure starts;
+ * see cat_input_sizes, index_select_elements, reduce_config_sizes and split_k_sizes in
+ * predict.c). */
 __attribute__((visibility("default")))
-void rv_arg_sizes(const char *kernel, unsigned grid_y, int count, const uint16_t *size,
-                  const void *const *values, int64_t *arg_max, int64_t *arg_sum);
+void rv_arg_sizes(int layout, const uint32_t grid[3], const uint32_t block[3], int count,
+                  const uint16_t *size, const void *const *values, int64_t *arg_max,
+                  int64_t *arg_sum);
 
 /* A fused-MoE Triton kernel's GEMM (predict.c): m = routed (token, expert) pairs, n, k from
- * its arguments; false for any other kernel or layout. */
+ * its arguments; false for any other kernel layout. */
 __attribute__((visibility("default")))
-bool rv_moe_dims(const char *kernel, int count, const uint16_t *size, const void *const *values,
+bool rv_moe_dims(int layout, int count, const uint16_t *size, const void *const *values,
                  int64_t *m, int64_t *n, int64_t *k);
 
 /* Source of a prediction, for the coverage report. */

@@ -32,20 +32,22 @@ def render(report: dict[str, object]) -> str:
              f" torch {prov.get('torch')}"
              f" CUDA {prov.get('cuda')} driver {prov.get('driver')}",
              f"held-out: {report['folds']}-fold cross-validation grouped by sweep point; errors of "
-             "predicted vs measured duration; GPU share: mean over the e2e cases",
+             "predicted vs measured duration; base: what the model corrects (the roofline, or a "
+             "line in the log size features); GPU share: mean over the e2e cases",
              "",
-             f"{'family':18} {'source':8} {'samples':>7} {'MAPE':>7} {'wMAPE':>7} {'p90|e|':>7} "
-             f"{'target':>6} {'ok':>3} {'roofline':>8} {'GPU share':>9}"]
+             f"{'family':18} {'source':8} {'base':8} {'samples':>7} {'MAPE':>7} {'wMAPE':>7} "
+             f"{'p90|e|':>7} {'target':>6} {'ok':>3} {'roofline':>8} {'GPU share':>9}"]
     for fam, e in report["families"].items():
         share = f"{shares[fam]:9.1%}" if fam in shares else f"{'-':>9}"
         if e["source"] != "model":
-            lines.append(f"{fam:18} {'roofline':8} {e['samples']:7d} {'-':>7} {'-':>7} {'-':>7} "
-                         f"{e['target_mape']:6.0%} {'-':>3} {'-':>8} {share}")
+            lines.append(f"{fam:18} {'roofline':8} {'-':8} {e['samples']:7d} {'-':>7} {'-':>7} "
+                         f"{'-':>7} {e['target_mape']:6.0%} {'-':>3} {'-':>8} {share}")
             continue
         ok = "yes" if e["weighted_mape"] <= e["target_mape"] else "NO"
-        lines.append(f"{fam:18} {'model':8} {e['samples']:7d} {e['mape']:7.1%} "
-                     f"{e['weighted_mape']:7.1%} {e['p90_ape']:7.1%} {e['target_mape']:6.0%} "
-                     f"{ok:>3} {e['roofline']['weighted_mape']:8.1%} {share}")
+        lines.append(f"{fam:18} {'model':8} {e.get('base', 'roofline'):8} {e['samples']:7d} "
+                     f"{e['mape']:7.1%} {e['weighted_mape']:7.1%} {e['p90_ape']:7.1%} "
+                     f"{e['target_mape']:6.0%} {ok:>3} {e['roofline']['weighted_mape']:8.1%} "
+                     f"{share}")
     if report.get("groups"):
         lines += ["", "targets by group (held-out, GPU-time weighted MAPE; launch-only attention,"
                       " GEMM and fused-MoE kernels excluded; gemm: cuBLAS and fused-MoE GEMMs):"]

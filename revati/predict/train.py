@@ -1,7 +1,11 @@
 """`revati predictor train`: one LightGBM model per kernel family from a hardware profile.
 
-Target: log(measured / roofline), the roofline being the C predictor's own (features.py), so a
-model learns the efficiency the roofline misses and stays sane outside the profiled range.
+Target: log(measured / base). The base is the roofline, the C predictor's own (features.py), so a
+model learns the efficiency the roofline misses and stays sane outside the profiled range; or,
+for a family of kernel launches where cross-validation finds it better, a least-squares line in
+the log size features (LINEAR_BASE): trees predict a constant beyond the largest shapes they
+saw, and where the roofline's thread count is a poor measure of work (a norm's 32 threads per
+row of any width) that constant is wrong by the family's whole size trend.
 Evaluation: grouped k-fold cross-validation over sweep points (all rows of a point in one fold,
 so no shape is seen in training and testing; every point held out once), MAPE plain and
 GPU-time weighted, p90 absolute % error. The shipped model is then refitted on every point with
@@ -51,6 +55,12 @@ PARAMS = {
     "deterministic": True, "force_row_wise": True,
 }
 ROUNDS = 200  # with 31 leaves: ~6 MB of text models; 600 rounds gained <1% MAPE
+# Kernel features a linear base may use (sizes, log scale), and its ridge penalty per row: the
+# base only has to carry the trend, the trees fit the rest.
+LINEAR_BASE = ("log_roofline_ns", "log2_blocks_arg_max", "log2_arg_max", "log2_threads")
+RIDGE = 1e-3
+KERNEL_LINE_ROWS = 30  # a kernel's own line from this many rows on (fewer: 10 overfitted a sort)
+Base = dict[int, np.ndarray]  # kernel_id (-1: the family) -> intercept, a coefficient a feature
 # The issue's targets by group (held-out, GPU-time weighted). Launch-only attention, GEMM and
 # fused-MoE kernels are left out: the emulator predicts those by shape, by cuBLAS call and by
 # routing; the fused-MoE GEMMs count as GEMMs.
@@ -95,16 +105,72 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     return FamilyData(rows, X, names, vocab)
 
 
-def _fit(data: FamilyData, mask: np.ndarray, seed: int, rounds: int) -> lgb.Booster:
-    y = np.log(data.rows.duration_ns.to_numpy(dtype=float)) - data.X[:, -1]
+def _ridge(D: np.ndarray, y: np.ndarray) -> np.ndarray:
+    penalty = RIDGE * len(y) * np.eye(D.shape[1])
+    penalty[0, 0] = 0.0  # the intercept is free
+    return np.linalg.solve(D.T @ D + penalty, D.T @ y)
+
+
+def fit_base(data: FamilyData, mask: np.ndarray) -> Base:
+    """Linear bases on the rows in mask: the family's line (key -1) and, where the family has
+    kernel ids, one line per kernel with at least KERNEL_LINE_ROWS rows (a norm and a sort
+    scale differently with their sizes). Each line: intercept, then one coefficient per
+    feature (zero outside LINEAR_BASE); missing features count 0, as in predict.c."""
+    cols = np.array([data.names.index(c) for c in LINEAR_BASE])
+    D = np.column_stack([np.ones(len(data.X)), np.nan_to_num(data.X[:, cols])])
+    y = np.log(data.rows.duration_ns.to_numpy(dtype=float))
+    groups = {-1: mask}
+    if "kernel_id" in data.names:
+        kid = data.X[:, data.names.index("kernel_id")]
+        for k in np.unique(kid[mask & ~np.isnan(kid)]):
+            if (mask & (kid == k)).sum() >= KERNEL_LINE_ROWS:
+                groups[int(k)] = mask & (kid == k)
+    base: Base = {}
+    for key, rows in groups.items():
+        line = _ridge(D[rows], y[rows])
+        coef = np.zeros(len(data.names) + 1)
+        coef[0], coef[1 + cols] = line[0], line[1:]
+        base[key] = coef
+    return base
+
+
+def base_log(X: np.ndarray, base: Base | None, names: list[str]) -> np.ndarray:
+    """log ns of the base: the roofline (the last feature) when base is None, else each
+    row's kernel line or the family's."""
+    if base is None:
+        return X[:, -1]
+    kid = X[:, names.index("kernel_id")] if "kernel_id" in names else np.full(len(X), np.nan)
+    out = base[-1][0] + np.nan_to_num(X) @ base[-1][1:]
+    for k, coef in base.items():
+        rows = kid == k
+        out[rows] = coef[0] + np.nan_to_num(X[rows]) @ coef[1:]
+    return out
+
+
+def _fit(data: FamilyData, mask: np.ndarray, seed: int, rounds: int,
+         base: Base | None = None) -> lgb.Booster:
+    y = np.log(data.rows.duration_ns.to_numpy(dtype=float)) - base_log(data.X, base, data.names)
     cat = ["kernel_id"] if "kernel_id" in data.names else []
     ds = lgb.Dataset(data.X[mask], y[mask], feature_name=data.names, categorical_feature=cat,
                      free_raw_data=False)
     return lgb.train({**PARAMS, "seed": seed}, ds, num_boost_round=rounds)
 
 
-def predict_ns(booster: lgb.Booster, X: np.ndarray) -> np.ndarray:
-    return np.exp(booster.predict(X) + X[:, -1])
+def predict_ns(booster: lgb.Booster, X: np.ndarray, names: list[str],
+               base: Base | None = None) -> np.ndarray:
+    return np.exp(booster.predict(X) + base_log(X, base, names))
+
+
+def cross_validate(data: FamilyData, fold: np.ndarray, seed: int, rounds: int,
+                   linear: bool) -> np.ndarray:
+    """Out-of-fold predictions: each fold predicted by models fitted on the others."""
+    pred = np.empty(len(data.rows))
+    for f in np.unique(fold):
+        held, train_mask = fold == f, fold != f
+        base = fit_base(data, train_mask) if linear else None
+        pred[held] = predict_ns(_fit(data, train_mask, seed, rounds, base), data.X[held],
+                                data.names, base)
+    return pred
 
 
 def errors(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
@@ -131,7 +197,7 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
         "folds": folds, "seed": seed, "rounds": rounds, "families": {}}
     index = ["# revati predictor index (revati predictor train); grammar: docs/predictor.md"]
     index += [f"spec {k} {v:.17g}" for k, v in profile.spec.values.items()]
-    vocab_lines, models = [], {}
+    vocab_lines, base_lines, models = [], [], {}
     oof: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # out-of-fold predictions, measured
     attention = df[(df.family == "attention") & (df.attn_batch > 0)]
     moe = df[(df.family == "moe_kernel") & (df.moe_experts > 0)]
@@ -152,23 +218,34 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
         fold_of = dict(zip(rng.permutation(points), np.arange(len(points)) % folds,
                            strict=True))
         fold = rows.point.map(fold_of).to_numpy()
-        pred = np.empty(len(rows))
-        for f in range(folds):
-            held = _fit(data, fold != f, seed, rounds)
-            pred[fold == f] = predict_ns(held, data.X[fold == f])
         true = rows.duration_ns.to_numpy(dtype=float)
-        entry.update(errors(pred, true))
+        pred = cross_validate(data, fold, seed, rounds, linear=False)
+        if set(LINEAR_BASE) <= set(data.names):
+            line = cross_validate(data, fold, seed, rounds, linear=True)
+            entry["roofline_base"] = errors(pred, true)
+            entry["linear_base"] = errors(line, true)
+            linear = (entry["linear_base"]["weighted_mape"]
+                      < entry["roofline_base"]["weighted_mape"])
+            pred = line if linear else pred
+        else:
+            linear = False
+        entry.update(errors(pred, true), base="linear" if linear else "roofline")
         oof[fam.name] = (pred, true)
         entry["roofline"] = errors(np.exp(data.X[:, -1]), true)
         entry.update(source="model", gpu_time_ns=float(true.sum()), kernels=len(data.vocab))
-        full = _fit(data, np.ones(len(rows), dtype=bool), seed, rounds)
+        mask = np.ones(len(rows), dtype=bool)
+        base = fit_base(data, mask) if linear else None
+        full = _fit(data, mask, seed, rounds, base)
         full.save_model(str(out / f"{fam.name}.txt"))
-        models[fam.name] = (full, data.vocab)
+        models[fam.name] = (full, data.vocab, base)
         index.append(f"model {fam.name} {int(fam.op)} {len(data.names)} {fam.name}.txt")
+        for kernel_id, coef in (base or {}).items():
+            base_lines.append(f"base {fam.name} {kernel_id} "
+                              + " ".join(f"{c:.17g}" for c in coef))
         vocab_lines += [f"kernel {fam.name} {i} {name}" for i, name in enumerate(data.vocab)]
         report["families"][fam.name] = entry
     index += [f"pattern {fam} {p}" for p, fam in match_order()]
-    index += vocab_lines
+    index += base_lines + vocab_lines
     (out / "index.txt").write_text("\n".join(index) + "\n")
     report["groups"] = {}
     for group, (members, target) in GROUPS.items():
@@ -183,7 +260,10 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
     return report
 
 
-def e2e_check(profile: HardwareProfile, models: dict[str, tuple[lgb.Booster, list[str]]],
+Models = dict[str, tuple[lgb.Booster, list[str], Base | None]]  # booster, vocab, base
+
+
+def e2e_check(profile: HardwareProfile, models: Models,
               spec: list[float]) -> dict[str, object]:
     """The e2e forward passes predicted as the emulator will see them, against measurement:
     GEMMs as the cuBLAS calls the forward makes (m, n, k known), attention kernels by shape,
@@ -222,9 +302,9 @@ def e2e_check(profile: HardwareProfile, models: dict[str, tuple[lgb.Booster, lis
             predicted, fallback = {}, 0.0
             for fam, sub in parts:
                 if fam in models:
-                    booster, vocab = models[fam]
-                    predicted[fam] = float(predict_ns(booster, family_data(sub, fam, spec,
-                                                                           vocab).X).sum())
+                    booster, vocab, base = models[fam]
+                    data = family_data(sub, fam, spec, vocab)
+                    predicted[fam] = float(predict_ns(booster, data.X, data.names, base).sum())
                 else:
                     predicted[fam] = float(sum(roofline_ns(r, spec)
                                                for r in sub.to_dict("records")))

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from revati.predict.features import CopyKind, DType, Op, empty_launch_row
+from revati.predict.features import MOE_COLUMNS, CopyKind, DType, Op, empty_launch_row
 from revati.profile.kineto import GpuRecord, records_by_range
 
 REPS = 5
@@ -328,6 +328,18 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
             ids = torch.randint(0, v, (t,), device=dev)
             return lambda: F.embedding(ids, table)
         yield Point("embedding_offgrid", emb_offgrid)
+    # Embedding lookups of 1-16 rows, the only ones PyTorch runs with index_select (more rows
+    # take an element-wise gather): the off-grid draw above lands there one time in four.
+    # Own stream, so adding it left the sweeps above as they were (2026-12-02).
+    small = random.Random(3)
+    for _ in range(pick_count(quick, 64)):
+        v, h, t = small.choice(vocab_sizes), 128 * small.randint(8, 64), small.randint(1, 16)
+
+        def emb_rows(t=t, h=h, v=v):
+            table = rnd(v, h)
+            ids = torch.randint(0, v, (t,), device=dev)
+            return lambda: F.embedding(ids, table)
+        yield Point("embedding_rows", emb_rows)
 
 
 def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[dict]:
@@ -340,7 +352,8 @@ def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[di
     rows = []
     context = dict(sweep=point.sweep, point=index, reps=len(reps),
                    **{c: point.attn.get(c, 0) for c in ("attn_batch", "q_len", "kv_len",
-                                                        "heads", "kv_heads", "head_dim")})
+                                                        "heads", "kv_heads", "head_dim")},
+                   **dict.fromkeys(MOE_COLUMNS, 0))  # no routed MoE launch in these sweeps
     for pos in range(common):
         rec = reps[0][pos]
         row = empty_launch_row(Op(rec.op))

@@ -118,8 +118,9 @@ def test_argument_sizes_count_small_integers_only():
     sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     mx, sm = ctypes.c_int64(), ctypes.c_int64()
-    native().rv_arg_sizes(b"_Z6kernelPfiflflhlS_", 1, len(values), sizes, ptrs, ctypes.byref(mx),
-                          ctypes.byref(sm))
+    layout = native().rv_arg_layout(b"_Z6kernelPfiflflhlS_")
+    native().rv_arg_sizes(layout, _dims(1), _dims(128), len(values), sizes, ptrs,
+                          ctypes.byref(mx), ctypes.byref(sm))
     assert (mx.value, sm.value) == (128256, 4096 + 128256 + 14336)
 
 
@@ -147,12 +148,79 @@ def test_concatenation_sizes_come_from_its_input_metadata():
             b"EEjLi3ELi128ELi1ELi16ELi8EEEvPcNS1_25CatArrInputTensorMetadataIT_T0_XT2_EXT3_EEENS1"
             b"_16TensorSizeStrideIS8_Lj4EEEiS8_")
     mx, sm = ctypes.c_int64(), ctypes.c_int64()
-    native().rv_arg_sizes(name, 2, len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
+    native().rv_arg_sizes(native().rv_arg_layout(name), _dims(264, 2), _dims(128), len(values),
+                          sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
     assert (mx.value, sm.value) == (3 << 20, 4 << 20)
     # Another kernel with the same parameters: only its scalar arguments are sizes.
-    native().rv_arg_sizes(b"_Z4copy", 2, len(values), sizes, ptrs, ctypes.byref(mx),
-                          ctypes.byref(sm))
+    native().rv_arg_sizes(native().rv_arg_layout(b"_Z4copy"), _dims(264, 2), _dims(128),
+                          len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
     assert (mx.value, sm.value) == (64, 66)
+
+
+def _dims(x, y=1, z=1):
+    return (ctypes.c_uint32 * 3)(x, y, z)
+
+
+def _arg_sizes(name, grid, block, values):
+    from revati.predict.features import native
+
+    sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
+    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    mx, sm = ctypes.c_int64(), ctypes.c_int64()
+    native().rv_arg_sizes(native().rv_arg_layout(name), grid, block, len(values), sizes, ptrs,
+                          ctypes.byref(mx), ctypes.byref(sm))
+    return mx.value, sm.value
+
+
+def _tensor_info(index_type, sizes):
+    """PyTorch's TensorInfo<T, IndexType>: data, sizes[25], strides[25], dims."""
+    class TensorInfo(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_uint64), ("sizes", index_type * 25),
+                    ("strides", index_type * 25), ("dims", ctypes.c_int)]
+
+    info = TensorInfo(0x7F00_0000_0000, dims=len(sizes))
+    info.sizes[:len(sizes)] = sizes
+    info.sizes[len(sizes):] = [0xABCD] * (25 - len(sizes))  # what the stack held
+    return info
+
+
+def test_embedding_lookup_sizes_come_from_its_tensor_infos():
+    """index_select (an embedding lookup) launches a grid sized by the row width; the rows
+    it copies are the indices' count (TensorInfo parameter 2) and the row width the output's
+    element count, its select dimension reduced to 1 (parameter 0): rows x width is the
+    largest size, the scalar sizes still add to the sum."""
+    for index_type, size in ((ctypes.c_uint32, 216), (ctypes.c_uint64, 416)):
+        out = _tensor_info(index_type, [1, 4096])
+        src = _tensor_info(index_type, [128256, 4096])
+        idx = _tensor_info(index_type, [37])
+        assert ctypes.sizeof(out) == size
+        values = [out, src, idx, ctypes.c_int(0), ctypes.c_int(0), ctypes.c_uint32(4096),
+                  ctypes.c_int64(128256)]
+        name = (b"_ZN2at6native12_GLOBAL__N_121indexSelectSmallIndexIN3c108BFloat16EljLi2ELi2"
+                b"ELin2EEEvNS_4cuda6detail10TensorInfoIT_T1_EENS7_IKS8_S9_EENS7_IKT0_S9_EEiiS9_l")
+        assert _arg_sizes(name, _dims(32), _dims(128), values) == (37 * 4096,
+                                                                   37 * 4096 + 4096 + 128256)
+        # the same parameters under another kernel's name: only the scalar sizes
+        assert _arg_sizes(b"_Z4copy", _dims(32), _dims(128), values) == (128256, 4096 + 128256)
+
+
+def test_reduction_sizes_come_from_its_config():
+    """reduce_kernel's one parameter is a ReduceOp whose ReduceConfig follows ops and an
+    identity of varying size; it is found by its block dimensions, the launch's, and gives
+    num_inputs x num_outputs (elements read) and num_inputs + num_outputs."""
+    class ReduceOp(ctypes.Structure):
+        _fields_ = [("ops_and_ident", ctypes.c_float * 3), ("config", ctypes.c_int32 * 14),
+                    ("rest", ctypes.c_uint64 * 40)]
+
+    op = ReduceOp()
+    op.ops_and_ident[:] = [2.0, 0.0, 4.0]
+    #            bytes inputs outputs step_in step_out ctas  in_mult  out_mult  bw  bh  threads
+    op.config[:] = [4, 128256, 64, 1, 1, 1, 0, 1, 0, 1, 0, 32, 16, 512]
+    name = (b"_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7SumOpsIffEEjfLi4ELi4EE"
+            b"EEEvT1_")
+    assert _arg_sizes(name, _dims(1, 64), _dims(32, 16), [op]) == (128256 * 64, 128256 + 64)
+    # a launch whose block is not the config's: nothing is taken for it
+    assert _arg_sizes(name, _dims(1, 64), _dims(512), [op]) == (0, 0)
 
 
 def test_fused_moe_gemm_dims_come_from_its_arguments():
@@ -170,8 +238,8 @@ def test_fused_moe_gemm_dims_come_from_its_arguments():
         sizes = (ctypes.c_uint16 * len(vals))(*[ctypes.sizeof(v) for v in vals])
         ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
         m, n, k = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        ok = native().rv_moe_dims(name, len(vals), sizes, ptrs, ctypes.byref(m), ctypes.byref(n),
-                                  ctypes.byref(k))
+        ok = native().rv_moe_dims(native().rv_arg_layout(name), len(vals), sizes, ptrs,
+                                  ctypes.byref(m), ctypes.byref(n), ctypes.byref(k))
         return bool(ok & 0xFF), (m.value, n.value, k.value)
 
     assert dims(b"fused_moe_kernel", values) == (True, (128, 1536, 2048))
@@ -198,3 +266,21 @@ def test_moe_roofline_reads_the_experts_the_tokens_touch(spec):
     t1 = moe_roofline_ns(launch(1), spec.vector()) - spec.values["launch_overhead_ns"]
     assert math.isclose(t1, 8 * weights, rel_tol=0.01)
     assert moe_roofline_ns(launch(16), spec.vector()) > 8 * t1
+
+
+def test_split_k_reduction_sizes_come_from_its_params():
+    """cuBLASLt's split-K reduction launches one block per output tile whatever the split
+    count; its cublasSplitKParams (alpha, beta, m, n, leading dimensions, batch, m x n,
+    splits) give the partial elements it sums, m x n x splits."""
+    k_4096 = (ctypes.c_int32 * 15)(0x3F800000, 0, 768, 32, 768, 768, 768, 768, 1, 24576, 3,
+                                   0, 0, 0, 1)  # as the emulated cuBLAS launches 768 x 32
+    k_19072 = (ctypes.c_int32 * 15)(*k_4096)
+    k_19072[10] = 7
+    pointers = [ctypes.c_uint64(0x7F00_0000_0000 + i) for i in range(20)]
+    name = (b"_ZN8cublasLt19splitKreduce_kernelILi32ELi16EifK13__nv_bfloat16EEvNS_18cublasSplit"
+            b"KParamsIfEE")
+    assert _arg_sizes(name, _dims(24, 2), _dims(32), [k_4096, *pointers]) == (768 * 32 * 3,
+                                                                              24576 + 3)
+    assert _arg_sizes(name, _dims(24, 2), _dims(32), [k_19072, *pointers])[0] == 768 * 32 * 7
+    k_19072[9] = 1  # m x n does not check out: not this layout
+    assert _arg_sizes(name, _dims(24, 2), _dims(32), [k_19072, *pointers]) == (0, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from revati.predict.features import LAUNCH_COLUMNS
+from revati.predict.hwprofile import CONTEXT_COLUMNS
 from revati.profile.kineto import records_by_range
 from revati.profile.micro import Point, gemm_call, point_rows
 
@@ -52,3 +54,6 @@ def test_point_rows_take_medians_and_add_the_library_call():
     assert (call["op"], call["m"], call["n"], call["k"], call["trans_a"]) == (1, 4096, 8, 4096, 1)
     assert call["duration_ns"] == 12346  # the first kernel: the one the shim tags
     assert call["position"] == -1 and call["reps"] == 3
+    # every column a profile stores, so `revati profile micro` can write its rows
+    for row in rows:
+        assert set(LAUNCH_COLUMNS + CONTEXT_COLUMNS) <= set(row)

@@ -8,6 +8,7 @@ import shutil
 from revati.predict import registry
 from revati.predict.features import CopyKind, DType, Op, empty_launch_row
 from revati.predict.hwprofile import read_profile
+from revati.predict.train import GROUPS
 
 from .conftest import predictor_json, run_predictor
 
@@ -120,6 +121,49 @@ print(json.dumps([predict(a), predict(b), predict(c)]))
     a, b, c = predictor_json(code, env)
     assert a == b and a[1] == 0
     assert c[1] == 0 and c[0] != a[0]  # same family, kernel id unknown: another prediction
+
+
+def test_linear_bases_of_the_shipped_models_are_applied(tmp_path):
+    """Families whose models correct a linear base (index "base" lines: one per kernel with
+    enough rows, one for the family) are predicted from it: the C predictor reproduces the
+    measured launches those models were fitted on, kernel lines and the family line alike."""
+    index = (registry.models_dir("h200") / "index.txt").read_text().splitlines()
+    bases = [ln.split()[1:3] for ln in index if ln.startswith("base ")]
+    # launch-only GEMM and attention models are not held to their launches (shape predicts)
+    fams = sorted({f for f, _ in bases} & set(GROUPS["others"][0]))
+    assert {"norm", "softmax_sampling", "reduce"} <= set(fams)
+    assert ["softmax_sampling", "-1"] in bases and len(bases) > len(fams)  # kernel lines too
+    profile = read_profile(registry.profile_dir("h200"))
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(profile.spec.flat_text())
+    code = PRELUDE + f"""
+from revati.predict.train import assign_families
+d = pd.read_parquet({str(registry.profile_dir("h200") / "launches.parquet")!r})
+d["family"] = assign_families(d)
+out = {{}}
+for fam in {fams!r}:
+    rows = d[d.family == fam].iloc[::3].to_dict("records")
+    err = [abs(predict(r)[0] / r["duration_ns"] - 1) for r in rows]
+    out[fam] = sum(err) / len(err)
+print(json.dumps(out))
+"""
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    mape = predictor_json(code, env)
+    assert set(mape) == set(fams)
+    for fam, err in mape.items():  # fitted rows (3-7 %); a base ignored is off by 46-88 %
+        assert err < 0.15, (fam, err)
+
+
+def test_malformed_base_line_is_refused(tmp_path, spec_file):
+    models = registry.models_dir("h200")
+    shutil.copy(models / "norm.txt", tmp_path / "norm.txt")
+    spec = "".join(ln + "\n" for ln in (models / "index.txt").read_text().splitlines()
+                   if ln.startswith("spec "))
+    (tmp_path / "index.txt").write_text(spec + "model norm 0 16 norm.txt\nbase norm -1 1.0 2.0\n")
+    env = {"REVATI_HW_SPEC": str(spec_file), "REVATI_PREDICT_MODELS": str(tmp_path / "index.txt"),
+           "REVATI_LIGHTGBM_LIB": str(registry.lightgbm_library())}
+    proc = run_predictor(PRELUDE + "predict(kernel)", env)
+    assert proc.returncode != 0 and "fewer coefficients than the model's features" in proc.stderr
 
 
 def test_index_without_its_spec_is_refused(tmp_path, spec_file):
