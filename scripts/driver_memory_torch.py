@@ -1,0 +1,77 @@
+"""Device memory that PyTorch's own use of the driver takes, outside its allocator (MiB):
+torch's stream pool, raw streams, and the first launches of PyTorch kernels.
+
+    python3 scripts/driver_memory_torch.py streams   # raw streams, launches on them, the pool
+    python3 scripts/driver_memory_torch.py kernels   # one PyTorch kernel after another
+
+Each prints one line "RESULT {json}": after every step, the device memory in use that torch's
+allocator did not reserve. Run it on a real GPU and under `revati run --hardware h200_sxm` to
+compare (docs/validation/driver_memory/README.md, "PyTorch's streams and kernels").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+
+import torch
+
+
+def nontorch() -> float:
+    free, total = torch.cuda.mem_get_info()
+    return round((total - free - torch.cuda.memory_reserved()) / 2**20, 1)
+
+
+def streams() -> dict[str, float]:
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    x + 1
+    torch.cuda.synchronize()
+    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
+    rt = ctypes.CDLL(path)
+    out = {"start": nontorch()}
+    raw = []
+    for n in (1, 7):
+        for _ in range(n):
+            h = ctypes.c_void_p()
+            assert rt.cudaStreamCreate(ctypes.byref(h)) == 0
+            raw.append(h.value)
+        out[f"raw_streams_{len(raw)}"] = nontorch()
+    for i in (0, 1, 2):
+        with torch.cuda.stream(torch.cuda.ExternalStream(raw[i])):
+            x + 1
+        torch.cuda.synchronize()
+        out[f"add_on_raw_{i}"] = nontorch()
+    s = torch.cuda.Stream()  # torch's stream pool: its streams are created on first use
+    out["torch_pool_stream"] = nontorch()
+    with torch.cuda.stream(s):
+        x * 2
+    torch.cuda.synchronize()
+    out["mul_on_pool_stream"] = nontorch()
+    return out
+
+
+def kernels() -> dict[str, float]:
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    out = {"randn": nontorch()}
+    steps = [("zeros_fill", lambda: torch.zeros(1024, device="cuda")),
+             ("copy_to_float", lambda: x.float()),
+             ("mul_bf16", lambda: x * 2),
+             ("add_bf16", lambda: x + 1),
+             ("add_float", lambda: x.float() + 1),
+             ("sum", lambda: x.sum()),
+             ("softmax", lambda: torch.softmax(x, -1)),
+             ("index_select", lambda: x[torch.tensor([0, 3], device="cuda")])]
+    for name, fn in steps:
+        fn()
+        torch.cuda.synchronize()
+        out[name] = nontorch()
+    return out
+
+
+if __name__ == "__main__":
+    probes = {"streams": streams, "kernels": kernels}
+    if len(sys.argv) != 2 or sys.argv[1] not in probes:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(probes)}")
+    print("RESULT", json.dumps(probes[sys.argv[1]]()))
