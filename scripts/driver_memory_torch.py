@@ -3,6 +3,8 @@ torch's stream pool, raw streams, and the first launches of PyTorch kernels.
 
     python3 scripts/driver_memory_torch.py streams   # raw streams, launches on them, the pool
     python3 scripts/driver_memory_torch.py kernels   # one PyTorch kernel after another
+    python3 scripts/driver_memory_torch.py first NAME  # one of KERNELS alone, after randn
+    python3 scripts/driver_memory_torch.py priority  # raw streams with priorities
 
 Each prints one line "RESULT {json}": after every step, the device memory in use that torch's
 allocator did not reserve. Run it on a real GPU and under `revati run --hardware h200_sxm` to
@@ -51,27 +53,50 @@ def streams() -> dict[str, float]:
     return out
 
 
-def kernels() -> dict[str, float]:
+def _steps(x: torch.Tensor) -> dict[str, object]:
+    return {"zeros_fill": lambda: torch.zeros(1024, device="cuda"),
+            "copy_to_float": lambda: x.float(),
+            "mul_bf16": lambda: x * 2,
+            "add_bf16": lambda: x + 1,
+            "add_float": lambda: x.float() + 1,
+            "sum": lambda: x.sum(),
+            "softmax": lambda: torch.softmax(x, -1),
+            "index_select": lambda: x[torch.tensor([0, 3], device="cuda")]}
+
+
+def kernels(only: str | None = None) -> dict[str, float]:
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
     out = {"randn": nontorch()}
-    steps = [("zeros_fill", lambda: torch.zeros(1024, device="cuda")),
-             ("copy_to_float", lambda: x.float()),
-             ("mul_bf16", lambda: x * 2),
-             ("add_bf16", lambda: x + 1),
-             ("add_float", lambda: x.float() + 1),
-             ("sum", lambda: x.sum()),
-             ("softmax", lambda: torch.softmax(x, -1)),
-             ("index_select", lambda: x[torch.tensor([0, 3], device="cuda")])]
-    for name, fn in steps:
-        fn()
-        torch.cuda.synchronize()
-        out[name] = nontorch()
+    for name, fn in _steps(x).items():
+        if only in (None, name):
+            fn()
+            torch.cuda.synchronize()
+            out[name] = nontorch()
+    return out
+
+
+def priority() -> dict[str, float]:
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
+    rt = ctypes.CDLL(path)
+    out = {"start": nontorch()}
+    made = 0
+    for prio, n in ((0, 1), (-1, 1), (-2, 1), (0, 32), (-1, 32)):
+        for _ in range(n):
+            h = ctypes.c_void_p()
+            assert rt.cudaStreamCreateWithPriority(ctypes.byref(h), 1, prio) == 0
+            made += 1
+        out[f"{made}_streams_after_prio_{prio}"] = nontorch()
     return out
 
 
 if __name__ == "__main__":
-    probes = {"streams": streams, "kernels": kernels}
-    if len(sys.argv) != 2 or sys.argv[1] not in probes:
-        sys.exit(f"usage: {sys.argv[0]} {'|'.join(probes)}")
-    print("RESULT", json.dumps(probes[sys.argv[1]]()))
+    probes = {"streams": streams, "kernels": kernels, "priority": priority}
+    if len(sys.argv) == 3 and sys.argv[1] == "first":
+        print("RESULT", json.dumps(kernels(sys.argv[2])))
+    elif len(sys.argv) == 2 and sys.argv[1] in probes:
+        print("RESULT", json.dumps(probes[sys.argv[1]]()))
+    else:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(probes)} | first KERNEL")
