@@ -25,12 +25,17 @@ def nontorch() -> float:
     return round((total - free - torch.cuda.memory_reserved()) / 2**20, 1)
 
 
+def cudart() -> ctypes.CDLL:
+    """The CUDA runtime torch loaded (its own copy, found among the process's mappings)."""
+    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
+    return ctypes.CDLL(path)
+
+
 def streams() -> dict[str, float]:
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     x + 1
     torch.cuda.synchronize()
-    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
-    rt = ctypes.CDLL(path)
+    rt = cudart()
     out = {"start": nontorch()}
     raw = []
     for n in (1, 7):
@@ -79,8 +84,7 @@ def kernels(only: str | None = None) -> dict[str, float]:
 def priority() -> dict[str, float]:
     torch.cuda.init()
     torch.empty(1, device="cuda")
-    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
-    rt = ctypes.CDLL(path)
+    rt = cudart()
     out = {"start": nontorch()}
     made = 0
     for prio, n in ((0, 1), (-1, 1), (-2, 1), (0, 32), (-1, 32)):
@@ -95,6 +99,9 @@ def priority() -> dict[str, float]:
 if __name__ == "__main__":
     probes = {"streams": streams, "kernels": kernels, "priority": priority}
     if len(sys.argv) == 3 and sys.argv[1] == "first":
+        names = list(_steps(torch.empty(0)))
+        if sys.argv[2] not in names:
+            sys.exit(f"first: unknown kernel {sys.argv[2]!r}; one of {', '.join(names)}")
         print("RESULT", json.dumps(kernels(sys.argv[2])))
     elif len(sys.argv) == 2 and sys.argv[1] in probes:
         print("RESULT", json.dumps(probes[sys.argv[1]]()))

@@ -107,6 +107,14 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
     def rnd(*shape, dtype=torch.bfloat16):
         return torch.randn(*shape, device=dev, dtype=torch.float32).to(dtype)
 
+    def lookup(t: int, hidden: int, vocab: int) -> Callable[[], Callable[[], object]]:
+        """An embedding lookup of t rows of a (vocab, hidden) table."""
+        def setup():
+            table = rnd(vocab, hidden)
+            ids = torch.randint(0, vocab, (t,), device=dev)
+            return lambda: F.embedding(ids, table)
+        return setup
+
     rng = random.Random(0)
     shapes = pick(linear_shapes())
     fp16_shapes = pick(linear_shapes({"llama-3.1-8b": MODELS["llama-3.1-8b"]}))
@@ -277,11 +285,7 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
     # --- Embedding lookup.
     for hidden, *_, vocab in pick(list(MODELS.values())):
         for t in pick(TOKENS):
-            def emb(t=t, hidden=hidden, vocab=vocab):
-                table = rnd(vocab, hidden)
-                ids = torch.randint(0, vocab, (t,), device=dev)
-                return lambda: F.embedding(ids, table)
-            yield Point("embedding", emb)
+            yield Point("embedding", lookup(t, hidden, vocab))
     # --- Copies: pinned host <-> device (what engines use for non-blocking copies), D2D.
     for kind in (CopyKind.H2D, CopyKind.D2H, CopyKind.D2D):
         for shift in pick(range(8, 31, 2)):
@@ -322,24 +326,14 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
             yield Point(f"sampling_{op}_offgrid", mk(op, r, v))
     for _ in range(pick_count(quick, 40)):
         v, h, t = wide.choice(vocab_sizes), 128 * wide.randint(8, 64), int(2 ** wide.uniform(0, 14))
-
-        def emb_offgrid(t=t, h=h, v=v):
-            table = rnd(v, h)
-            ids = torch.randint(0, v, (t,), device=dev)
-            return lambda: F.embedding(ids, table)
-        yield Point("embedding_offgrid", emb_offgrid)
+        yield Point("embedding_offgrid", lookup(t, h, v))
     # Embedding lookups of 1-16 rows, the only ones PyTorch runs with index_select (more rows
     # take an element-wise gather): the off-grid draw above lands there one time in four.
     # Own stream, so adding it left the sweeps above as they were (2026-12-02).
     small = random.Random(3)
     for _ in range(pick_count(quick, 64)):
         v, h, t = small.choice(vocab_sizes), 128 * small.randint(8, 64), small.randint(1, 16)
-
-        def emb_rows(t=t, h=h, v=v):
-            table = rnd(v, h)
-            ids = torch.randint(0, v, (t,), device=dev)
-            return lambda: F.embedding(ids, table)
-        yield Point("embedding_rows", emb_rows)
+        yield Point("embedding_rows", lookup(t, h, v))
 
 
 def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[dict]:

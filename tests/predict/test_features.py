@@ -107,7 +107,6 @@ def test_argument_sizes_are_kernel_features_and_unknown_is_missing(spec):
 def test_argument_sizes_count_small_integers_only():
     """4-byte values in [1, 2^24) and 8-byte values in [1, 2^31): floats, negative values,
     zeros, pointers and structures are not sizes."""
-    from revati.predict.features import native
 
     class Philox(ctypes.Structure):  # random-number state: a per-call offset inside
         _fields_ = [("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64)]
@@ -115,13 +114,8 @@ def test_argument_sizes_count_small_integers_only():
     values = [ctypes.c_int(4096), ctypes.c_float(1e-6), ctypes.c_int(-1), ctypes.c_int(0),
               ctypes.c_int64(128256), ctypes.c_int64(0x7F12_3456_7000), ctypes.c_uint8(7),
               ctypes.c_int64(14336), Philox(12345, 40)]
-    sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
-    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    mx, sm = ctypes.c_int64(), ctypes.c_int64()
-    layout = native().rv_arg_layout(b"_Z6kernelPfiflflhlS_")
-    native().rv_arg_sizes(layout, _dims(1), _dims(128), len(values), sizes, ptrs,
-                          ctypes.byref(mx), ctypes.byref(sm))
-    assert (mx.value, sm.value) == (128256, 4096 + 128256 + 14336)
+    assert _arg_sizes(b"_Z6kernelPfiflflhlS_", _dims(1), _dims(128), values) == (
+        128256, 4096 + 128256 + 14336)
 
 
 def test_concatenation_sizes_come_from_its_input_metadata():
@@ -129,7 +123,6 @@ def test_concatenation_sizes_come_from_its_input_metadata():
     CatArrInputTensorMetadata, 128 inputs at most): the counts of the grid_y inputs it copies
     are the sizes, the entries past them (uninitialised on the host) and the scalar
     arguments are not."""
-    from revati.predict.features import native
 
     n = 128
 
@@ -142,30 +135,30 @@ def test_concatenation_sizes_come_from_its_input_metadata():
     meta.elements[:4] = [3 << 20, 1 << 20, 5000, 77]  # two inputs copied, two stale entries
     assert ctypes.sizeof(meta) == 2720
     values = [ctypes.c_uint64(0x7F00_0000_0000), meta, ctypes.c_int(2), ctypes.c_uint32(64)]
-    sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
-    ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     name = (b"_ZN2at6native12_GLOBAL__N_130CatArrayBatchedCopy_vectorizedINS1_10OpaqueTypeILj2E"
             b"EEjLi3ELi128ELi1ELi16ELi8EEEvPcNS1_25CatArrInputTensorMetadataIT_T0_XT2_EXT3_EEENS1"
             b"_16TensorSizeStrideIS8_Lj4EEEiS8_")
-    mx, sm = ctypes.c_int64(), ctypes.c_int64()
-    native().rv_arg_sizes(native().rv_arg_layout(name), _dims(264, 2), _dims(128), len(values),
-                          sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
-    assert (mx.value, sm.value) == (3 << 20, 4 << 20)
+    assert _arg_sizes(name, _dims(264, 2), _dims(128), values) == (3 << 20, 4 << 20)
     # Another kernel with the same parameters: only its scalar arguments are sizes.
-    native().rv_arg_sizes(native().rv_arg_layout(b"_Z4copy"), _dims(264, 2), _dims(128),
-                          len(values), sizes, ptrs, ctypes.byref(mx), ctypes.byref(sm))
-    assert (mx.value, sm.value) == (64, 66)
+    assert _arg_sizes(b"_Z4copy", _dims(264, 2), _dims(128), values) == (64, 66)
 
 
 def _dims(x, y=1, z=1):
     return (ctypes.c_uint32 * 3)(x, y, z)
 
 
-def _arg_sizes(name, grid, block, values):
-    from revati.predict.features import native
-
+def _params(values):
+    """A kernel's parameters as the shim passes them: sizes and pointers to the values."""
     sizes = (ctypes.c_uint16 * len(values))(*[ctypes.sizeof(v) for v in values])
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    return sizes, ptrs
+
+
+def _arg_sizes(name, grid, block, values):
+    """rv_arg_sizes of a launch of kernel `name`: (largest size, sum of sizes)."""
+    from revati.predict.features import native
+
+    sizes, ptrs = _params(values)
     mx, sm = ctypes.c_int64(), ctypes.c_int64()
     native().rv_arg_sizes(native().rv_arg_layout(name), grid, block, len(values), sizes, ptrs,
                           ctypes.byref(mx), ctypes.byref(sm))
@@ -235,8 +228,7 @@ def test_fused_moe_gemm_dims_come_from_its_arguments():
     values += [ctypes.c_uint32(v) for v in ints] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
 
     def dims(name, vals):
-        sizes = (ctypes.c_uint16 * len(vals))(*[ctypes.sizeof(v) for v in vals])
-        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        sizes, ptrs = _params(vals)
         m, n, k = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
         ok = native().rv_moe_dims(native().rv_arg_layout(name), len(vals), sizes, ptrs,
                                   ctypes.byref(m), ctypes.byref(n), ctypes.byref(k))
