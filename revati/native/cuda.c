@@ -352,7 +352,8 @@ static struct rv_func *as_func(void *h) {
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
 
-/* What the driver allocates when a kernel runs (rv_driver_*): its code the first time, and
+/* What the driver allocates when a kernel runs (rv_driver_*): its code the first time (and
+ * the device-side system calls' set-up for the first kernel of a module that makes any), and
  * deeper thread stacks for a kernel whose frame exceeds the context's stack limit (the
  * driver raises the limit as needed, CUDA's cudaDeviceSetLimit documentation). */
 static void charge_driver_memory(struct rv_func *x, const struct rv_kernel_params *k) {
@@ -372,6 +373,7 @@ static void charge_driver_memory(struct rv_func *x, const struct rv_kernel_param
     if (deeper) __atomic_store_n(limit, (size_t)k->local_bytes, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&rv_cuda_lock);
     if (first) rv_driver_code(c->dev, k->text_bytes);
+    if (first && k->module_syscalls) rv_driver_syscalls(c->dev);
     if (deeper) rv_driver_stack(c->dev, stack, (size_t)k->local_bytes);
 }
 

@@ -21,6 +21,7 @@
 #define ENTRY_ELF 2
 #define ZSTD_MAGIC 0xFD2FB528u
 #define EIATTR_MAX_THREADS 0x05
+#define EIATTR_EXTERNS 0x0f
 #define EIATTR_FRAME_SIZE 0x11
 #define EIATTR_KPARAM_INFO 0x17
 #define EIATTR_REGCOUNT 0x2f
@@ -162,6 +163,7 @@ static int section_params(const unsigned char *s, uint64_t len, struct rv_kernel
                         out->param_bytes = offset + out->size[ordinal];
                 }
             }
+            if (attr == EIATTR_EXTERNS) out->module_syscalls = true;   /* the module's: below */
             if (attr == EIATTR_MAX_THREADS && vlen >= 12) {   /* { u32 x, y, z } */
                 uint32_t xyz[3];
                 memcpy(xyz, s + q, 12);
@@ -296,6 +298,11 @@ struct rv_kernel_params *rv_cubin_params(const void *image) {
     }
     if (info_len && symtab && symstr)
         module_info(elf, size, info_off, info_len, symtab, symstr, &table);
+    /* The driver sets device-side system calls up when the first kernel of a module that
+     * makes any runs, whether or not that kernel makes them (cuda_memory.c) */
+    bool syscalls = false;
+    for (struct rv_kernel_params *k = table.list; k; k = k->next) syscalls |= k->module_syscalls;
+    for (struct rv_kernel_params *k = table.list; k; k = k->next) k->module_syscalls = syscalls;
     free(table.slot);
     free(elf);   /* only the layouts are kept: cubins of big libraries take megabytes */
     return table.list;

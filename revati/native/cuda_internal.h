@@ -57,6 +57,7 @@ struct rv_kernel_params {
     int max_threads;                  /* __launch_bounds__ / maxntid product; 0: none */
     int text_bytes;                   /* machine code (.text.<kernel>) */
     int arg_layout;                   /* enum rv_arg_layout of its name */
+    bool module_syscalls;             /* its module calls assert/printf/malloc on the device */
     struct rv_kernel_params *next;
 };
 
@@ -90,9 +91,11 @@ CUresult rv_dev_free(CUdeviceptr dp);
 int rv_ptr_device(uintptr_t p);                 /* -1: not device memory */
 /* Device memory the real driver takes for itself, outside every allocator (measured on the
  * H200, docs/validation.md "KV-cache size"): a kernel's code when it first runs, executable
- * graphs' nodes, and deeper thread stacks. */
+ * graphs' nodes, streams, the device-side system calls' set-up, and deeper thread stacks. */
 void rv_driver_code(int dev, int text_bytes);
 void rv_driver_graph(int dev, size_t node_bytes, bool instantiate);   /* false: destroyed */
+void rv_driver_stream(int dev, bool create);                          /* false: destroyed */
+void rv_driver_syscalls(int dev);            /* a kernel of a module with EIATTR_EXTERNS ran */
 void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes);    /* per thread */
 size_t rv_graph_node_bytes(int param_bytes);   /* one kernel node of an executable graph */
 

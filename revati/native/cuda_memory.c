@@ -51,21 +51,31 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  *   max(3 KiB, 16/15 of its .text + 1,475 bytes) per kernel, from a pool that grows in 2 MiB
  *   steps (400 copies of kernels with 8.4, 33 and 131 KB of code: 4, 14 and 54 MiB;
  *   2,000 one-kernel modules of 384 bytes of code: 6 MiB);
- * - executable graphs: 70 MiB when a context instantiates its first graph (every one of 20
- *   processes), then 112 KiB a graph (500 one-node graphs: 54 MiB) and its nodes, by the
+ * - executable graphs: 112 KiB a graph (500 one-node graphs: 54 MiB) and its nodes, by the
  *   size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up to 1 KiB of
  *   parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB), from a pool
  *   growing in 2 MiB steps that keeps a destroyed graph's memory for the next one
  *   (re-instantiating took nothing, destroying gave nothing back);
+ * - streams: 552 KiB each, from a pool that starts with 1 MiB free and grows in 2 MiB steps
+ *   (1, 2, 3, 35, 67 streams: 0, 2, 2, 18, 36 MiB; torch's pool of 4 x 32 streams: 68, and
+ *   its first graph the pool's first 2 MiB step: the 70 MiB once taken for the first graph);
+ * - device-side system calls: 90 MiB once, when the first kernel of a module that calls
+ *   assert, printf or malloc (EIATTR_EXTERNS) runs, whichever kernel of it that is (PyTorch's
+ *   fill, copy, mul, sum and index_select each took it alone in a fresh process, none of them
+ *   after another; softmax's and randn's modules call none and took nothing);
  * - thread stacks: 264 MiB per KiB of per-thread stack above the default 1 KiB (one stack
  *   per resident thread: 132 SMs x 2,048 threads), returned when the limit goes down. */
 #define RV_DRIVER_STEP ((size_t)2 << 20)
-#define RV_FIRST_GRAPH_BYTES ((size_t)68 << 20)   /* + the pool's first 2 MiB step: 70 */
 #define RV_GRAPH_BYTES ((size_t)112 << 10)
+#define RV_STREAM_BYTES ((size_t)552 << 10)
+#define RV_SYSCALL_BYTES ((size_t)90 << 20)
 #define RV_CODE_POOL_START ((size_t)256 << 10)   /* between 192 and 600 KB were free */
+#define RV_STREAM_POOL_START ((size_t)1 << 20)
 struct driver_pool { size_t free; bool started; };
 static size_t g_driver[RV_MAX_GPUS];
-static struct driver_pool g_code_pool[RV_MAX_GPUS], g_graph_pool[RV_MAX_GPUS];
+static bool g_syscalls[RV_MAX_GPUS];
+static struct driver_pool g_code_pool[RV_MAX_GPUS], g_graph_pool[RV_MAX_GPUS],
+    g_stream_pool[RV_MAX_GPUS];
 
 static void pool_take(struct driver_pool *p, int dev, size_t bytes) {
     if (bytes > p->free) {
@@ -95,15 +105,24 @@ size_t rv_graph_node_bytes(int param_bytes) {
 void rv_driver_graph(int dev, size_t node_bytes, bool instantiate) {
     pthread_mutex_lock(&g_mem_lock);
     struct driver_pool *p = &g_graph_pool[dev];
-    if (!instantiate) {
-        p->free += RV_GRAPH_BYTES + node_bytes;
-    } else {
-        if (!p->started) {
-            p->started = true;
-            g_driver[dev] += RV_FIRST_GRAPH_BYTES;
-        }
-        pool_take(p, dev, RV_GRAPH_BYTES + node_bytes);
-    }
+    if (!instantiate) p->free += RV_GRAPH_BYTES + node_bytes;
+    else pool_take(p, dev, RV_GRAPH_BYTES + node_bytes);
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+void rv_driver_stream(int dev, bool create) {
+    pthread_mutex_lock(&g_mem_lock);
+    struct driver_pool *p = &g_stream_pool[dev];
+    if (!p->started) *p = (struct driver_pool){RV_STREAM_POOL_START, true};
+    if (create) pool_take(p, dev, RV_STREAM_BYTES);
+    else p->free += RV_STREAM_BYTES;   /* kept for the next stream, as graphs' memory is */
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+void rv_driver_syscalls(int dev) {
+    pthread_mutex_lock(&g_mem_lock);
+    if (!g_syscalls[dev]) g_driver[dev] += RV_SYSCALL_BYTES;
+    g_syscalls[dev] = true;
     pthread_mutex_unlock(&g_mem_lock);
 }
 

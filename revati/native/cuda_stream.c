@@ -413,6 +413,7 @@ CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned flags, int prio) {
     name_track(s);
     register_stream(s);
     pthread_mutex_unlock(&g_tl);
+    rv_driver_stream(s->dev, true);
     *ph = (CUstream)s;
     return CUDA_SUCCESS;
 }
@@ -429,6 +430,7 @@ CUresult cuStreamDestroy_v2(CUstream h) {
     g_retired_tail[s->dev] = max64(g_retired_tail[s->dev], s->tail);
     s->magic = 0;   /* kept allocated so a stale handle fails instead of crashing */
     pthread_mutex_unlock(&g_tl);
+    rv_driver_stream(s->dev, false);
     return CUDA_SUCCESS;
 }
 CUresult cuStreamSynchronize(CUstream h) { return rv_stream_sync(h, "cuStreamSynchronize"); }

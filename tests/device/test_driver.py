@@ -406,6 +406,12 @@ extern "C" __global__ void stacked(float *a, int k) {
 }
 """
 
+# A module whose one kernel calls assert (__assertfail: EIATTR_EXTERNS) and another that does not
+ASSERTING = r"""
+#include <cassert>
+extern "C" __global__ void unchecked(float *a, int k) { a[threadIdx.x] *= k; }
+extern "C" __global__ void checked(float *a, int k) { assert(k > 0); a[threadIdx.x] += k; }
+"""
 
 @pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
 def test_kernel_resource_attributes_come_from_the_cubin(emulated, tmp_path):
@@ -454,14 +460,16 @@ print(json.dumps(res))
 @pytest.mark.skipif(not __import__("os").path.exists(NVCC), reason="nvcc not installed")
 def test_driver_memory_lowers_free_memory_as_on_the_h200(emulated, tmp_path):
     """What the real driver allocates for itself (measured on the H200, cuda_memory.c): deeper
-    thread stacks (264 MiB per KiB), a kernel's code when it first runs, 70 MiB for a
-    context's first executable graph, then each graph's nodes from a pool that keeps a
-    destroyed graph's memory."""
+    thread stacks (264 MiB per KiB), a kernel's code when it first runs, 90 MiB once for the
+    first kernel of a module that calls assert (whichever kernel of it), 552 KiB a stream,
+    and each graph and its nodes from a pool that keeps a destroyed graph's memory."""
     import subprocess
 
     (tmp_path / "k.cu").write_text(KERNELS)
-    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"),
-                    str(tmp_path / "k.cu")], check=True, capture_output=True)
+    (tmp_path / "a.cu").write_text(ASSERTING)
+    for name in ("k", "a"):
+        subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(tmp_path / f"{name}.cubin"),
+                        str(tmp_path / f"{name}.cu")], check=True, capture_output=True)
     out = driver(emulated, f"""
 init()
 def free():
@@ -488,8 +496,23 @@ arg = c(buf.value); k = ctypes.c_int(3)
 params = (c * 2)(ctypes.addressof(arg), ctypes.addressof(k))
 ok(cu.cuLaunchKernel(stacked, 1, 1, 1, 32, 1, 1, 0, None, params, None))
 steps["deep kernel launched"] = (f1 - free()) / mib
+def run(path, kernel):
+    m, fn = c(), c()
+    ok(cu.cuModuleLoadData(ctypes.byref(m), open(path, "rb").read()))
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), m, kernel))
+    ok(cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, None, params, None))
+f3 = free()
+run("{tmp_path / 'a.cubin'}", b"unchecked")
+steps["kernel of a module with assert"] = (f3 - free()) / mib
+run("{tmp_path / 'a.cubin'}", b"checked")   # a second module with assert
+steps["then another's asserting kernel"] = (f3 - free()) / mib
 f2 = free()
+streams = [stream() for _ in range(35)]
+steps["35 streams"] = (f2 - free()) / mib
+for h in streams:
+    ok(cu.cuStreamDestroy_v2(h))
 s = stream()
+steps["destroyed, one more"] = (f2 - free()) / mib
 def graph(n):
     g, ge = c(), c()
     ok(cu.cuStreamBeginCapture_v2(s, 0))
@@ -513,10 +536,14 @@ print(json.dumps({{"steps": steps, "frame": frame.value}}))
     assert steps["module loaded"] == 0  # lazy loading: code goes to the GPU when it runs
     assert out["frame"] > 1024  # deeper than the default stack
     assert steps["deep kernel launched"] == (out["frame"] - 1024) * threads / (1 << 20)
-    assert steps["first graph"] == 70
+    assert steps["kernel of a module with assert"] == 90  # its code fit the code pool
+    assert steps["then another's asserting kernel"] == 90  # once per context
+    # 552 KiB a stream after 1 MiB that was free, in 2 MiB steps: 18 MiB as on the H200
+    assert steps["35 streams"] == 18 and steps["destroyed, one more"] == 18
+    assert steps["first graph"] == 18 + 2  # the graph pool's first step
     # 112 KiB + 4,000 nodes of 2,097 bytes: 8.1 MB, in 2 MiB steps beyond the first one
-    assert steps["4,000-node graph"] == 70 + 8
-    assert steps["destroyed"] == steps["again"] == 78  # kept by the driver, then reused
+    assert steps["4,000-node graph"] == 20 + 8
+    assert steps["destroyed"] == steps["again"] == 28  # kept by the driver, then reused
 
 
 SIZED = r"""
