@@ -17,7 +17,8 @@ def _train(args: argparse.Namespace) -> int:
     from revati.predict import registry, report, train
 
     out = args.out or registry.MODELS / Path(args.profile).resolve().name
-    result = train.train(args.profile, out, folds=args.folds, seed=args.seed)
+    result = train.train(args.profile, out, folds=args.folds, seed=args.seed,
+                         repeats=args.repeats)
     print(report.render(result))
     print(f"\nmodels -> {out}")
     return 0
@@ -56,6 +57,8 @@ def register(subparsers) -> None:
     train.add_argument("--out", type=Path, default=None,
                        help="models folder (default: the package's, named like the profile)")
     train.add_argument("--folds", type=int, default=5, help="grouped cross-validation folds")
+    train.add_argument("--repeats", type=int, default=3,
+                       help="fold draws the held-out errors are averaged over")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=_train)
     rep = sub.add_parser("report", help="print the accuracy of a hardware's models")

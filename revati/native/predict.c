@@ -539,9 +539,11 @@ struct family {
      * that extrapolates where the trees, which predict constants beyond their data, cannot:
      * intercept coef[0] plus coef[1 + i] times feature i (missing features count 0), the line
      * of the launch's kernel (kernel_id, feature 0) where the trainer fitted one, else the
-     * family's (kernel_id -1). */
+     * family's (kernel_id -1). A feature below the smallest value the line was fitted on
+     * counts as that value (low[i]). */
     int nbase;
-    struct base_line { int kernel_id; double coef[NFEAT_MAX + 1]; } *base;
+    struct base_line { int kernel_id; double coef[NFEAT_MAX + 1], low[NFEAT_MAX]; } *base;
+    bool launch_only; /* predicts from the launch what another family predicts by shape */
 };
 
 struct pattern { int family; char *needle; };
@@ -566,6 +568,11 @@ static _Atomic int64_t g_totals[3];
 static _Atomic int64_t g_by_batch_ns;
 /* of them, kernels a model predicted without knowing them (no vocabulary id, no skeleton) */
 static _Atomic int64_t g_unseen_ns;
+/* of them, attention, GEMM and fused-MoE kernels predicted from their launch alone (index
+ * 'launch_only' lines): their shapes were not known, so their family's weakest model ran */
+static _Atomic int64_t g_launch_only_ns;
+/* What a prediction was, besides its source (cached with it) */
+enum { PRED_UNSEEN = 1, PRED_LAUNCH_ONLY = 2 };
 static void maybe_write_totals(void);
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -676,8 +683,9 @@ static uint64_t skeleton_hash(const char *name)
 }
 
 /* The index written by revati.predict.train: see docs/predictor.md for its grammar. */
-/* "base <family> <kernel_id> <intercept> <coef_0> ... <coef_{nfeat-1}>": one coefficient a
- * feature; kernel_id -1 is the family's line. */
+/* "base <family> <kernel_id> <intercept> <coef_0> ... <coef_{nfeat-1}> <low_0> ...
+ * <low_{nfeat-1}>": one coefficient and one lower bound a feature; kernel_id -1 is the
+ * family's line. */
 static void parse_base(int fam, const char *p)
 {
     if (fam < 0 || !g_fam[fam].booster) die("index: base line for a family without a model");
@@ -689,13 +697,15 @@ static void parse_base(int fam, const char *p)
     fm->base = realloc(fm->base, (fm->nbase + 1) * sizeof *fm->base);
     struct base_line *b = &fm->base[fm->nbase++];
     b->kernel_id = (int)id;
-    for (int i = 0; i <= fm->nfeat; i++) {
-        b->coef[i] = strtod(p, &end);
-        if (end == p) die("index: base line with fewer coefficients than the model's features");
+    for (int i = 0; i <= 2 * fm->nfeat; i++) {
+        double v = strtod(p, &end);
+        if (end == p) die("index: base line with fewer values than twice the model's features");
+        if (i <= fm->nfeat) b->coef[i] = v;
+        else b->low[i - fm->nfeat - 1] = v;
         p = end;
     }
     while (*p == ' ') p++;
-    if (*p) die("index: base line with more coefficients than the model's features");
+    if (*p) die("index: base line with more values than twice the model's features");
 }
 
 static void load_index(const char *path)
@@ -759,6 +769,10 @@ static void load_index(const char *path)
             } else if (pass == 1 && sscanf(line, "pattern %63s %n", fam, &off) == 1 && off) {
                 g_pat = realloc(g_pat, (g_npat + 1) * sizeof *g_pat);
                 g_pat[g_npat++] = (struct pattern){find_family(fam), strdup(line + off)};
+            } else if (pass == 1 && sscanf(line, "launch_only %63s", fam) == 1) {
+                int i = find_family(fam);
+                if (i < 0) die("index: launch_only names no family");
+                g_fam[i].launch_only = true;
             } else if (pass == 1 && sscanf(line, "base %63s %n", fam, &off) == 1 && off) {
                 parse_base(find_family(fam), line + off);
             } else if (pass == 1 && sscanf(line, "kernel %63s %d %n", fam, &id, &off) == 2 && off) {
@@ -809,7 +823,7 @@ struct key {
     uint64_t name_hash;
     struct rv_attn_shape attn; /* zero unless predicted by shape */
 };
-struct slot { struct key key; int64_t ns; int source; bool unseen; int used; };
+struct slot { struct key key; int64_t ns; int source; int flags; int used; };
 
 static struct slot *g_cache;
 static size_t g_cache_cap, g_cache_len;
@@ -825,7 +839,7 @@ static struct slot *cache_find(const struct key *k, uint64_t h)
     return &g_cache[i];
 }
 
-static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source, bool unseen)
+static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source, int flags)
 {
     if (2 * (g_cache_len + 1) > g_cache_cap) {
         struct slot *old = g_cache;
@@ -838,7 +852,7 @@ static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source, b
                 *cache_find(&old[i].key, fnv1a(&old[i].key, sizeof old[i].key, FNV0)) = old[i];
         free(old);
     }
-    *cache_find(k, h) = (struct slot){*k, ns, source, unseen, 1};
+    *cache_find(k, h) = (struct slot){*k, ns, source, flags, 1};
     g_cache_len++;
 }
 
@@ -901,6 +915,17 @@ static int family_by_op(int op)
     return -1;
 }
 
+/* A model's prediction as a duration; one that is not a number or beyond a day is a broken
+ * model or index, never a kernel's time: said loudly rather than turned into garbage time. */
+static int64_t duration_ns(const struct family *fm, double ns)
+{
+    if (!(ns >= 0 && ns < 86400e9)) {
+        fprintf(stderr, "revati predict: model %s predicted %g ns\n", fm->name, ns);
+        abort();
+    }
+    return (int64_t)llround(ns);
+}
+
 static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
 {
     const struct family *fm = &g_fam[fam];
@@ -911,7 +936,7 @@ static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
         fprintf(stderr, "revati predict: model %s: %s\n", fm->name, lgbm_error());
         abort();
     }
-    if (fm->nbase == 0) return (int64_t)llround((double)roof * exp(y));
+    if (fm->nbase == 0) return duration_ns(fm, (double)roof * exp(y));
     int kid = fm->op == RV_OP_KERNEL && !isnan(x[0]) ? (int)x[0] : -1;
     const struct base_line *line = NULL, *family_line = NULL;
     for (int i = 0; i < fm->nbase; i++) {
@@ -922,16 +947,16 @@ static int64_t evaluate(int fam, const double *x, int n, int64_t roof)
     if (!line) die("index: a family with kernel base lines but no family line");
     double base = line->coef[0];
     for (int i = 0; i < n; i++)
-        if (!isnan(x[i])) base += line->coef[1 + i] * x[i];
-    return (int64_t)llround(exp(y + base));
+        if (!isnan(x[i])) base += line->coef[1 + i] * fmax(x[i], line->low[i]);
+    return duration_ns(fm, exp(y + base));
 }
 
 /* The models learnt log(measured / roofline) on the profiled GPU, so they are evaluated
  * against that GPU's spec (g_model_spec), never this run's: a spec edit cannot shift them. */
 static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_shape *a,
-                                int *source, bool *unseen)
+                                int *source, int *flags)
 {
-    *unseen = false;
+    *flags = 0;
     int fam = -1;
     struct name_hash hash = {0, 0};
     double x[NFEAT_MAX];
@@ -952,8 +977,10 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
         if (a && fam >= 0 && shape_fam >= 0 && g_fam[shape_fam].booster &&
             !strcmp(g_fam[fam].name, "attention")) {
             int n = rv_attention_features(a, g_model_spec, vocab_id(hash, shape_fam), x);
-            *unseen = x[0] < 0;
-            if (*unseen) x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
+            if (x[0] < 0) {
+                *flags = PRED_UNSEEN;
+                x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
+            }
             *source = RV_SRC_MODEL;
             return evaluate(shape_fam, x, n, rv_attention_roofline_ns(a, g_model_spec));
         }
@@ -966,28 +993,32 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
     }
     int kid = l->op == RV_OP_KERNEL ? vocab_id(hash, fam) : -1;
     int n = rv_features(l, g_model_spec, kid, x);
-    *unseen = l->op == RV_OP_KERNEL && kid < 0;
-    if (*unseen) x[0] = NAN;
+    if (l->op == RV_OP_KERNEL && kid < 0) {
+        *flags = PRED_UNSEEN;
+        x[0] = NAN;
+    }
+    if (g_fam[fam].launch_only) *flags |= PRED_LAUNCH_ONLY;
     *source = RV_SRC_MODEL;
     return evaluate(fam, x, n, rv_roofline_ns(l, g_model_spec));
 }
 
-static void count_prediction(int64_t ns, int src, bool unseen)
+static void count_prediction(int64_t ns, int src, int flags)
 {
     atomic_fetch_add(&g_totals[src], ns);
-    if (unseen) atomic_fetch_add(&g_unseen_ns, ns);
+    if (flags & PRED_UNSEEN) atomic_fetch_add(&g_unseen_ns, ns);
+    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&g_launch_only_ns, ns);
     maybe_write_totals();
 }
 
-/* A cached prediction, not yet counted in the totals; *unseen: of a kernel the models
- * never saw. */
+/* A cached prediction, not yet counted in the totals; *flags: PRED_* (of a kernel the models
+ * never saw, from the launch alone). */
 static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shape *a, int *source,
-                            bool *unseen)
+                            int *flags)
 {
     pthread_once(&g_once, init);
     int src;
     int64_t ns;
-    *unseen = false;
+    *flags = 0;
     if (g_fixed_ns >= 0) {
         src = RV_SRC_FIXED;
         ns = g_fixed_ns;
@@ -1000,10 +1031,10 @@ static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shap
         if (s && s->used) {
             ns = s->ns;
             src = s->source;
-            *unseen = s->unseen;
+            *flags = s->flags;
         } else {
-            ns = predict_uncached(l, a, &src, unseen);
-            cache_put(&k, h, ns, src, *unseen);
+            ns = predict_uncached(l, a, &src, flags);
+            cache_put(&k, h, ns, src, *flags);
         }
         pthread_mutex_unlock(&g_lock);
     }
@@ -1013,10 +1044,9 @@ static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shap
 
 static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a, int *source)
 {
-    int src;
-    bool unseen;
-    int64_t ns = predict_once(l, a, &src, &unseen);
-    count_prediction(ns, src, unseen);
+    int src, flags;
+    int64_t ns = predict_once(l, a, &src, &flags);
+    count_prediction(ns, src, flags);
     if (source) *source = src;
     return ns;
 }
@@ -1137,13 +1167,12 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
      * fixed cost twice and put the decodes on the decode kernel (+38 % on average); the
      * whole batch as one shape spreads the decodes' KV over prefill-sized queries (-23 %).
      * Their geometric mean: +2 % on average, 22 % GPU-time weighted error. */
-    int src;
-    bool unseen;
-    double apart = (double)(predict_once(l, &part[0], &src, &unseen) +
-                            predict_once(l, &part[1], &src, &unseen));
-    int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &unseen)));
+    int src, flags[3];
+    double apart = (double)(predict_once(l, &part[0], &src, &flags[0]) +
+                            predict_once(l, &part[1], &src, &flags[1]));
+    int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &flags[2])));
     atomic_fetch_add(&g_by_batch_ns, ns);
-    count_prediction(ns, src, unseen);
+    count_prediction(ns, src, flags[0] | flags[1] | flags[2]);
     if (source) *source = src;
     return ns;
 }
@@ -1237,9 +1266,11 @@ static void write_totals(void)
     FILE *f = fopen(tmp, "w");
     if (!f) return;
     fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld, "
-            "\"attention_by_batch_ns\": %lld, \"unseen_kernel_ns\": %lld}\n",
+            "\"attention_by_batch_ns\": %lld, \"unseen_kernel_ns\": %lld, "
+            "\"launch_only_ns\": %lld}\n",
             (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED],
-            (long long)atomic_load(&g_by_batch_ns), (long long)atomic_load(&g_unseen_ns));
+            (long long)atomic_load(&g_by_batch_ns), (long long)atomic_load(&g_unseen_ns),
+            (long long)atomic_load(&g_launch_only_ns));
     fclose(f);
     rename(tmp, path); /* readers never see a half-written file */
 }

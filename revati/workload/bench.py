@@ -4,8 +4,8 @@ A Timekeeper, the real engine (`vllm serve` or SGLang's server) on emulated GPUs
 real `vllm bench serve` as the load generator, all in one virtual time: the latencies the
 client measures are what the emulated GPUs would give. Writes OUT/summary.json (every key
 `vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks, predictor_coverage,
-attention_by_batch_s, unseen_kernel_share), OUT/requests.csv (one row per request), and
-keeps OUT/engine.log and OUT/client.log."""
+attention_by_batch_s, unseen_kernel_share, launch_only_share), OUT/requests.csv (one row per
+request), and keeps OUT/engine.log and OUT/client.log."""
 
 from __future__ import annotations
 
@@ -274,8 +274,9 @@ class EmulatedServer:
         """Predicted GPU time (ns) by source over the engine processes, as each last wrote
         it (at most a second old while it runs, final once it has exited): model_ns,
         roofline_ns, fixed_ns; of them attention_by_batch_ns, the attention time predicted
-        from the batches the engine's observer reported, and unseen_kernel_ns, the time of
-        kernels the models never saw (by name or skeleton)."""
+        from the batches the engine's observer reported, unseen_kernel_ns, the time of
+        kernels the models never saw (by name or skeleton), and launch_only_ns, that of
+        attention, GEMM and fused-MoE kernels predicted without their shape."""
         totals: dict[str, int] = {}
         for f in self.totals.glob("*.json"):
             for k, v in json.loads(f.read_text()).items():
@@ -367,14 +368,18 @@ def run_bench(opts: BenchOptions) -> dict:
 def predictor_summary(totals: dict[str, int]) -> dict[str, float | None]:
     """The summary's predictor keys from the engine processes' totals: predictor_coverage,
     the share of predicted GPU time that came from measured models rather than the roofline;
-    unseen_kernel_share, the share from kernels the models never saw; attention_by_batch_s,
-    the attention time predicted from the batches the engine's observer reported."""
+    unseen_kernel_share, the share from kernels the models never saw; launch_only_share, the
+    share of attention, GEMM and fused-MoE kernels predicted from their launch alone (their
+    shape unknown: the least accurate models, docs/predictor.md); attention_by_batch_s, the
+    attention time predicted from the batches the engine's observer reported."""
     known = totals.get("model_ns", 0) + totals.get("roofline_ns", 0)
     predicted = known + totals.get("fixed_ns", 0)
     return {"predictor_coverage": totals.get("model_ns", 0) / known if known else None,
             "attention_by_batch_s": totals.get("attention_by_batch_ns", 0) / 1e9,
             "unseen_kernel_share": (totals.get("unseen_kernel_ns", 0) / predicted
-                                    if predicted else None)}
+                                    if predicted else None),
+            "launch_only_share": (totals.get("launch_only_ns", 0) / predicted
+                                  if predicted else None)}
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
@@ -386,6 +391,7 @@ def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     summary["predictor_coverage"] = None
     summary["attention_by_batch_s"] = None
     summary["unseen_kernel_share"] = None
+    summary["launch_only_share"] = None
     return summary
 
 

@@ -163,7 +163,7 @@ def test_malformed_base_line_is_refused(tmp_path, spec_file):
     env = {"REVATI_HW_SPEC": str(spec_file), "REVATI_PREDICT_MODELS": str(tmp_path / "index.txt"),
            "REVATI_LIGHTGBM_LIB": str(registry.lightgbm_library())}
     proc = run_predictor(PRELUDE + "predict(kernel)", env)
-    assert proc.returncode != 0 and "fewer coefficients than the model's features" in proc.stderr
+    assert proc.returncode != 0 and "fewer values than twice the model's features" in proc.stderr
 
 
 def test_index_without_its_spec_is_refused(tmp_path, spec_file):
@@ -278,7 +278,8 @@ print(json.dumps([profiled, predict(dict(r, kernel=twin))[0], predict(dict(r, ke
 
 def test_totals_file_splits_the_predicted_time_by_what_it_came_from(tmp_path):
     """REVATI_PREDICT_TOTALS: each process leaves its predicted GPU time, of it the attention
-    predicted from the engine's batch and the time of kernels the models never saw."""
+    predicted from the engine's batch, the time of kernels the models never saw and that of
+    kernels predicted from their launch alone (an attention kernel with no batch reported)."""
     spec_file = tmp_path / "h200.txt"
     spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
     totals_dir = tmp_path / "totals"
@@ -291,18 +292,23 @@ unseen = dict(KERNEL, kernel="void revati_test::never_profiled_elementwise_kerne
 lib.rv_attention_batch(4, (ctypes.c_int64 * 4)(1, 1, 1, 1),
                        (ctypes.c_int64 * 4)(900, 900, 900, 900), int(attn["heads"]),
                        int(attn["kv_heads"]), int(attn["head_dim"]))
-print(json.dumps([predict(known), predict(unseen), predict(attn)]))
+shape = [predict(known), predict(unseen), predict(attn)]
+lib.rv_attention_batch(0, None, None, 0, 0, 0)   # no batch: the attention launch alone
+print(json.dumps(shape + [predict(attn)]))
 """.replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet"))).replace(
         "KERNEL", repr(KERNEL))
     env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
     env["REVATI_PREDICT_TOTALS"] = str(totals_dir)
-    (known, known_src), (unseen, unseen_src), (attn, attn_src) = predictor_json(code, env)
-    assert known_src == unseen_src == attn_src == 0  # all three from models
+    (known, known_src), (unseen, unseen_src), (attn, attn_src), (alone, alone_src) = \
+        predictor_json(code, env)
+    assert known_src == unseen_src == attn_src == alone_src == 0  # all from models
+    assert alone != attn  # the launch-only model, not the shape one
     [f] = totals_dir.glob("*.json")
     t = json.loads(f.read_text())
-    assert t["model_ns"] == known + unseen + attn and t["roofline_ns"] == 0
+    assert t["model_ns"] == known + unseen + attn + alone and t["roofline_ns"] == 0
     assert t["unseen_kernel_ns"] == unseen
     assert t["attention_by_batch_ns"] == attn
+    assert t["launch_only_ns"] == alone
 
 
 def test_fused_moe_gemm_follows_the_experts_its_tokens_touch(tmp_path):

@@ -28,6 +28,9 @@ def test_index_lists_spec_models_patterns_and_vocabulary(trained):
     assert "family collective 4" in lines  # no data: the roofline predicts it
     assert any(ln.startswith("pattern attention ") for ln in lines)
     assert any(ln.startswith("kernel attention_shape 0 ") for ln in lines)
+    # the families predicted by shape elsewhere are marked, so runs can count their time
+    assert {ln.split()[1] for ln in lines if ln.startswith("launch_only ")} == {
+        "attention", "gemm_kernel", "moe_kernel"}
     for name, fields in models.items():
         booster = lgb.Booster(model_file=str(out / fields[4]))
         assert booster.num_feature() == int(fields[3]), name
@@ -41,6 +44,10 @@ def test_held_out_accuracy_on_real_measurements(trained):
     assert fams["attention_shape"]["weighted_mape"] < 0.15
     groups = report["groups"]
     assert groups["gemm"]["weighted_mape"] == fams["gemm"]["weighted_mape"]
+    # the mean over three fold draws, which differ (the points fall in other folds)
+    draws = fams["gemm"]["draws_weighted_mape"]
+    assert len(draws) == report["repeats"] == 3 and len(set(draws)) == 3
+    assert fams["gemm"]["weighted_mape"] == pytest.approx(sum(draws) / 3)
     assert groups["others"]["samples"] == sum(fams[f]["samples"] for f in
                                               groups["others"]["families"]
                                               if fams[f]["source"] == "model")
@@ -59,3 +66,26 @@ def test_e2e_check_and_report(trained):
         assert 0.0 <= case["fallback_share_of_predicted"] < 1.0
     text = report_mod.render(report)
     assert "gemm" in text and "decode_b64_kv8192" in text
+
+
+def test_a_linear_base_extrapolates_up_but_not_below_its_rows():
+    """A line fitted on sizes 2^10..2^20 predicts beyond 2^20 along the line, and a size
+    below 2^10 (a kernel that got another argument there) as 2^10, not further down."""
+    import numpy as np
+    import pandas as pd
+
+    from revati.predict.train import LINEAR_BASE, FamilyData, base_log, fit_base
+
+    names = ["kernel_id", *LINEAR_BASE]
+    size = np.arange(10, 21, dtype=float)
+    X = np.column_stack([np.full(len(size), np.nan), size, size + 7, size, size + 8])
+    rows = pd.DataFrame({"duration_ns": 1000 * 2.0 ** (size - 10)})
+    base = fit_base(FamilyData(rows, X, names, []), np.ones(len(size), dtype=bool))
+    probe = np.array([[np.nan, s, s + 7, s, s + 8] for s in (24.0, 10.0, 3.0)])
+    up, low, below = np.exp(base_log(probe, base, names))
+    assert up == pytest.approx(1000 * 2.0 ** 14, rel=0.02)
+    assert low == pytest.approx(1000, rel=0.02) and below == pytest.approx(low)
+    # a feature no fitted row had sets no bound: a launch that has it is not pushed to infinity
+    X[:, 3] = np.nan
+    base = fit_base(FamilyData(rows, X, names, []), np.ones(len(size), dtype=bool))
+    assert np.isfinite(np.exp(base_log(probe, base, names))).all()
