@@ -1251,8 +1251,9 @@ EXPORT void rv_predict_totals(int64_t out_ns[3])
 /* When REVATI_PREDICT_TOTALS names a directory, this process's predicted GPU time per source
  * is kept there as <pid>.json, so that `revati bench` can report which share of the GPU
  * time came from measured models (predictor_coverage), how much attention time from the
- * batches the engine's observer reported (attention_by_batch_s), and how much from kernels
- * the models never saw (unseen_kernel_share). Rewritten at most once a second and at exit:
+ * batches the engine's observer reported (attention_by_batch_s), how much from kernels the
+ * models never saw (unseen_kernel_share) and how much from launch-only models
+ * (launch_only_share). Rewritten at most once a second and at exit:
  * engine processes often end through _exit, which runs no exit handlers. */
 static void write_totals(void)
 {

@@ -9,7 +9,7 @@ row of any width) that constant is wrong by the family's whole size trend.
 Evaluation: grouped k-fold cross-validation over sweep points (all rows of a point in one fold,
 so no shape is seen in training and testing; every point held out once), repeated over several
 random fold draws (REPEATS) and averaged: one draw's figure moves by a few points with the
-luck of which points share a fold (misc 9.3-10.2 %, softmax 8.8-11.3 % over four seeds), the
+luck of which points share a fold (misc 9.3-10.2 %, softmax 7.9-11.3 % over four seeds), the
 mean of several is the steadier estimate. MAPE plain and GPU-time weighted, p90 absolute %
 error. The shipped model is then refitted on every point with the same settings.
 
