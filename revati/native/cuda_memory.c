@@ -77,21 +77,27 @@ static bool g_syscalls[RV_MAX_GPUS];
 static struct driver_pool g_code_pool[RV_MAX_GPUS], g_graph_pool[RV_MAX_GPUS],
     g_stream_pool[RV_MAX_GPUS];
 
-static void pool_take(struct driver_pool *p, int dev, size_t bytes) {
-    if (bytes > p->free) {
-        size_t grow = (bytes - p->free + RV_DRIVER_STEP - 1) / RV_DRIVER_STEP * RV_DRIVER_STEP;
-        g_driver[dev] += grow;
-        p->free += grow;
+/* Take bytes from one of the driver's pools (growing it in 2 MiB steps), or give them back to
+ * it for reuse: the driver keeps what it grew. `start`: what the pool holds free at first. */
+static void pool_use(struct driver_pool *p, size_t start, int dev, size_t bytes, bool take) {
+    pthread_mutex_lock(&g_mem_lock);
+    if (!p->started) *p = (struct driver_pool){start, true};
+    if (!take) {
+        p->free += bytes;
+    } else {
+        if (bytes > p->free) {
+            size_t grow = (bytes - p->free + RV_DRIVER_STEP - 1) / RV_DRIVER_STEP * RV_DRIVER_STEP;
+            g_driver[dev] += grow;
+            p->free += grow;
+        }
+        p->free -= bytes;
     }
-    p->free -= bytes;
+    pthread_mutex_unlock(&g_mem_lock);
 }
 
 void rv_driver_code(int dev, int text_bytes) {
     size_t bytes = (size_t)text_bytes * 16 / 15 + 1475;
-    pthread_mutex_lock(&g_mem_lock);
-    if (!g_code_pool[dev].started) g_code_pool[dev] = (struct driver_pool){RV_CODE_POOL_START, true};
-    pool_take(&g_code_pool[dev], dev, bytes > 3072 ? bytes : 3072);
-    pthread_mutex_unlock(&g_mem_lock);
+    pool_use(&g_code_pool[dev], RV_CODE_POOL_START, dev, bytes > 3072 ? bytes : 3072, true);
 }
 
 size_t rv_graph_node_bytes(int param_bytes) {
@@ -103,20 +109,11 @@ size_t rv_graph_node_bytes(int param_bytes) {
 }
 
 void rv_driver_graph(int dev, size_t node_bytes, bool instantiate) {
-    pthread_mutex_lock(&g_mem_lock);
-    struct driver_pool *p = &g_graph_pool[dev];
-    if (!instantiate) p->free += RV_GRAPH_BYTES + node_bytes;
-    else pool_take(p, dev, RV_GRAPH_BYTES + node_bytes);
-    pthread_mutex_unlock(&g_mem_lock);
+    pool_use(&g_graph_pool[dev], 0, dev, RV_GRAPH_BYTES + node_bytes, instantiate);
 }
 
 void rv_driver_stream(int dev, bool create) {
-    pthread_mutex_lock(&g_mem_lock);
-    struct driver_pool *p = &g_stream_pool[dev];
-    if (!p->started) *p = (struct driver_pool){RV_STREAM_POOL_START, true};
-    if (create) pool_take(p, dev, RV_STREAM_BYTES);
-    else p->free += RV_STREAM_BYTES;   /* kept for the next stream, as graphs' memory is */
-    pthread_mutex_unlock(&g_mem_lock);
+    pool_use(&g_stream_pool[dev], RV_STREAM_POOL_START, dev, RV_STREAM_BYTES, create);
 }
 
 void rv_driver_syscalls(int dev) {
