@@ -20,12 +20,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -563,17 +565,22 @@ static int (*lgbm_fast_predict)(void *, const void *, int64_t *, double *);
 static const char *(*lgbm_error)(void);
 static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 
-static _Atomic int64_t g_totals[3];
-/* of them, attention predicted from the batch the engine reported (rv_attention_batch) */
-static _Atomic int64_t g_by_batch_ns;
-/* of them, kernels a model predicted without knowing them (no vocabulary id, no skeleton) */
-static _Atomic int64_t g_unseen_ns;
-/* of them, attention, GEMM and fused-MoE kernels predicted from their launch alone (index
- * 'launch_only' lines): their shapes were not known, so their family's weakest model ran */
-static _Atomic int64_t g_launch_only_ns;
+/* Predicted GPU time (ns) by what it came from: the three rv_pred_source values, then of
+ * them T_BY_BATCH, attention predicted from the batch the engine reported
+ * (rv_attention_batch); T_UNSEEN, kernels a model predicted without knowing them (no
+ * vocabulary id, no skeleton); T_LAUNCH_ONLY, attention, GEMM and fused-MoE kernels
+ * predicted from their launch alone (index 'launch_only' lines: their shapes were not
+ * known, so their family's weakest model ran). revati/workload/bench.py reads this layout. */
+enum { T_BY_BATCH = 3, T_UNSEEN, T_LAUNCH_ONLY, T_N };
+static _Atomic int64_t g_own_totals[T_N];
+/* g_own_totals, or when REVATI_PREDICT_TOTALS names a directory, <dir>/<pid>.totals mapped
+ * shared (map_totals): `revati bench` then reads every count the moment it is made, also
+ * after the process ended through _exit (as engine processes often do) or crashed, and
+ * counting costs no system call. A forked child keeps the mapping: its counts add to its
+ * parent's file, so a process tree's file total never counts a launch twice. */
+static _Atomic int64_t *g_totals = g_own_totals;
 /* What a prediction was, besides its source (cached with it) */
 enum { PRED_UNSEEN = 1, PRED_LAUNCH_ONLY = 2 };
-static void maybe_write_totals(void);
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -1005,9 +1012,8 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
 static void count_prediction(int64_t ns, int src, int flags)
 {
     atomic_fetch_add(&g_totals[src], ns);
-    if (flags & PRED_UNSEEN) atomic_fetch_add(&g_unseen_ns, ns);
-    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&g_launch_only_ns, ns);
-    maybe_write_totals();
+    if (flags & PRED_UNSEEN) atomic_fetch_add(&g_totals[T_UNSEEN], ns);
+    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&g_totals[T_LAUNCH_ONLY], ns);
 }
 
 /* A cached prediction, not yet counted in the totals; *flags: PRED_* (of a kernel the models
@@ -1158,7 +1164,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     if (n == 0) return predict(l, NULL, source);
     if (n == 1) {
         int64_t ns = predict(l, &part[0], source);
-        atomic_fetch_add(&g_by_batch_ns, ns);
+        atomic_fetch_add(&g_totals[T_BY_BATCH], ns);
         return ns;
     }
     /* Decodes and prefill chunks in one launch (chunked prefill). The two bracketing
@@ -1171,7 +1177,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     double apart = (double)(predict_once(l, &part[0], &src, &flags[0]) +
                             predict_once(l, &part[1], &src, &flags[1]));
     int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &flags[2])));
-    atomic_fetch_add(&g_by_batch_ns, ns);
+    atomic_fetch_add(&g_totals[T_BY_BATCH], ns);
     count_prediction(ns, src, flags[0] | flags[1] | flags[2]);
     if (source) *source = src;
     return ns;
@@ -1248,45 +1254,23 @@ EXPORT void rv_predict_totals(int64_t out_ns[3])
     for (int i = 0; i < 3; i++) out_ns[i] = atomic_load(&g_totals[i]);
 }
 
-/* When REVATI_PREDICT_TOTALS names a directory, this process's predicted GPU time per source
- * is kept there as <pid>.json, so that `revati bench` can report which share of the GPU
- * time came from measured models (predictor_coverage), how much attention time from the
- * batches the engine's observer reported (attention_by_batch_s), how much from kernels the
- * models never saw (unseen_kernel_share) and how much from launch-only models
- * (launch_only_share). Rewritten at most once a second and at exit:
- * engine processes often end through _exit, which runs no exit handlers. */
-static void write_totals(void)
+/* Set up g_totals (see there) before the process predicts anything. A directory that
+ * cannot take the file only loses the report, never the run: say so and count in memory. */
+__attribute__((constructor)) static void map_totals(void)
 {
     const char *dir = getenv("REVATI_PREDICT_TOTALS");
-    int64_t t[3];
-    rv_predict_totals(t);
-    if (!dir || !*dir || t[0] + t[1] + t[2] == 0) return;
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/%d.json", dir, (int)getpid());
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
-    fprintf(f, "{\"model_ns\": %lld, \"roofline_ns\": %lld, \"fixed_ns\": %lld, "
-            "\"attention_by_batch_ns\": %lld, \"unseen_kernel_ns\": %lld, "
-            "\"launch_only_ns\": %lld}\n",
-            (long long)t[RV_SRC_MODEL], (long long)t[RV_SRC_ROOFLINE], (long long)t[RV_SRC_FIXED],
-            (long long)atomic_load(&g_by_batch_ns), (long long)atomic_load(&g_unseen_ns),
-            (long long)atomic_load(&g_launch_only_ns));
-    fclose(f);
-    rename(tmp, path); /* readers never see a half-written file */
+    if (!dir || !*dir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.totals", dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    void *m = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, sizeof g_own_totals) == 0)
+        m = mmap(NULL, sizeof g_own_totals, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) close(fd);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "[revati] warning: predicted GPU time not reported: cannot map %s: %s\n",
+                path, strerror(errno));
+        return;
+    }
+    g_totals = m;
 }
-
-static void maybe_write_totals(void)
-{
-    static _Atomic int64_t last;
-    static int wanted = -1;
-    if (wanted < 0) wanted = getenv("REVATI_PREDICT_TOTALS") != NULL;
-    if (!wanted) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    int64_t now = ts.tv_sec * 1000000000LL + ts.tv_nsec, prev = atomic_load(&last);
-    if (now - prev < 1000000000LL || !atomic_compare_exchange_strong(&last, &prev, now)) return;
-    write_totals();
-}
-
-__attribute__((destructor)) static void write_totals_at_exit(void) { write_totals(); }

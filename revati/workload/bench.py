@@ -29,6 +29,7 @@ from revati.engines.common import max_model_len
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
 from revati.models.sizing import routing_env
+from revati.predict.totals import read_totals
 from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper, host_cores
 from revati.timewarp.tree import ProcessTree
@@ -271,17 +272,12 @@ class EmulatedServer:
         self.dep.close(self.pid)
 
     def predictor_totals(self) -> dict[str, int]:
-        """Predicted GPU time (ns) by source over the engine processes, as each last wrote
-        it (at most a second old while it runs, final once it has exited): model_ns,
-        roofline_ns, fixed_ns; of them attention_by_batch_ns, the attention time predicted
-        from the batches the engine's observer reported, unseen_kernel_ns, the time of
-        kernels the models never saw (by name or skeleton), and launch_only_ns, that of
-        attention, GEMM and fused-MoE kernels predicted without their shape."""
-        totals: dict[str, int] = {}
-        for f in self.totals.glob("*.json"):
-            for k, v in json.loads(f.read_text()).items():
-                totals[k] = totals.get(k, 0) + v
-        return totals
+        """Predicted GPU time (ns) by source over the engine processes, up to their last
+        launch: model_ns, roofline_ns, fixed_ns; of them attention_by_batch_ns, the attention
+        time predicted from the batches the engine's observer reported, unseen_kernel_ns, the
+        time of kernels the models never saw (by name or skeleton), and launch_only_ns, that
+        of attention, GEMM and fused-MoE kernels predicted without their shape."""
+        return read_totals(self.totals)
 
 
     def run_client(self, cmd: list[str], log: Path, timeout_s: float,

@@ -8,6 +8,7 @@ import shutil
 from revati.predict import registry
 from revati.predict.features import CopyKind, DType, Op, empty_launch_row
 from revati.predict.hwprofile import read_profile
+from revati.predict.totals import read_totals
 from revati.predict.train import GROUPS
 
 from .conftest import predictor_json, run_predictor
@@ -26,7 +27,7 @@ KERNEL = _row(Op.KERNEL, kernel="void at::native::vectorized_elementwise_kernel<
               grid_x=512, block_x=128)
 
 PRELUDE = """
-import ctypes, json
+import ctypes, json, os, pathlib
 import pandas as pd
 from revati.predict import features as F
 from revati.predict.features import Op
@@ -279,7 +280,8 @@ print(json.dumps([profiled, predict(dict(r, kernel=twin))[0], predict(dict(r, ke
 def test_totals_file_splits_the_predicted_time_by_what_it_came_from(tmp_path):
     """REVATI_PREDICT_TOTALS: each process leaves its predicted GPU time, of it the attention
     predicted from the engine's batch, the time of kernels the models never saw and that of
-    kernels predicted from their launch alone (an attention kernel with no batch reported)."""
+    kernels predicted from their launch alone (an attention kernel with no batch reported).
+    Readable from its last launch on, while the process runs, and after an _exit."""
     spec_file = tmp_path / "h200.txt"
     spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
     totals_dir = tmp_path / "totals"
@@ -294,17 +296,22 @@ lib.rv_attention_batch(4, (ctypes.c_int64 * 4)(1, 1, 1, 1),
                        int(attn["kv_heads"]), int(attn["head_dim"]))
 shape = [predict(known), predict(unseen), predict(attn)]
 lib.rv_attention_batch(0, None, None, 0, 0, 0)   # no batch: the attention launch alone
-print(json.dumps(shape + [predict(attn)]))
-""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet"))).replace(
+shape.append(predict(attn))
+from revati.predict.totals import read_totals
+print(json.dumps([shape, read_totals(pathlib.Path(TOTALS))]), flush=True)
+os._exit(0)  # as engine processes often end: no exit handlers
+""".replace("TOTALS", repr(str(totals_dir))).replace(
+        "PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet"))).replace(
         "KERNEL", repr(KERNEL))
     env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
     env["REVATI_PREDICT_TOTALS"] = str(totals_dir)
-    (known, known_src), (unseen, unseen_src), (attn, attn_src), (alone, alone_src) = \
-        predictor_json(code, env)
+    shape, live = predictor_json(code, env)
+    (known, known_src), (unseen, unseen_src), (attn, attn_src), (alone, alone_src) = shape
     assert known_src == unseen_src == attn_src == alone_src == 0  # all from models
     assert alone != attn  # the launch-only model, not the shape one
-    [f] = totals_dir.glob("*.json")
-    t = json.loads(f.read_text())
+    assert len(list(totals_dir.glob("*.totals"))) == 1
+    t = read_totals(totals_dir)
+    assert t == live
     assert t["model_ns"] == known + unseen + attn + alone and t["roofline_ns"] == 0
     assert t["unseen_kernel_ns"] == unseen
     assert t["attention_by_batch_ns"] == attn
