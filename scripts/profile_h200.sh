@@ -24,8 +24,9 @@ gcc -O2 -fvisibility=hidden -std=gnu11 -D_GNU_SOURCE -shared -fPIC \
 mkdir -p "$OUT"
 $PY -m revati.profile.devinfo --out "$OUT/devinfo.json" ${CUDA_H:+--cuda-h "$CUDA_H"}
 # Two runs, each under its own time budget, so a lease that ends early keeps the first. The
-# prefixes of the second include the *_offgrid sweeps, which the shipped profile measured in a
-# run of their own (2026-12-01 12:14 UTC).
+# prefixes of the second include the *_offgrid, embedding_rows and sampling_large sweeps, which
+# the shipped profile measured in runs of their own (2026-12-01 12:14, 2026-12-02 01:45 and
+# 07:56 UTC).
 $PY -m revati.profile.micro --out "$OUT/gemm" --only gemm_bf16,gemm_fp8,gemm_fp16 \
     --max-seconds 200 2>&1 | tee "$OUT/micro.log"
 $PY -m revati.profile.micro --out "$OUT/rest" --max-seconds 200 \

@@ -334,6 +334,15 @@ def sweeps(torch, quick: bool = False) -> Iterator[Point]:
     for _ in range(pick_count(quick, 64)):
         v, h, t = small.choice(vocab_sizes), 128 * small.randint(8, 64), small.randint(1, 16)
         yield Point("embedding_rows", lookup(t, h, v))
+    # Sorts, top-k, cumulative sums and softmaxes of 128-1024 rows over the large
+    # vocabularies: those take most of the sampling family's GPU time, and with only a few
+    # such points each held-out one was an extrapolation (a top-k of 955 x 256,000 predicted
+    # 4x fast). Own stream, added 2026-12-02 after the sweeps above.
+    large = random.Random(4)
+    for _ in range(pick_count(quick, 32)):
+        v, r = large.choice(vocab_sizes[6:]), int(2 ** large.uniform(7, 10))
+        for op in ("softmax", "topk", "sort", "cumsum"):
+            yield Point(f"sampling_large_{op}", mk(op, r, v))
 
 
 def point_rows(index: int, point: Point, reps: list[list[GpuRecord]]) -> list[dict]:
