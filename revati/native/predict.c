@@ -574,11 +574,19 @@ static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 enum { T_BY_BATCH = 3, T_UNSEEN, T_LAUNCH_ONLY, T_N };
 static _Atomic int64_t g_own_totals[T_N];
 /* g_own_totals, or when REVATI_PREDICT_TOTALS names a directory, <dir>/<pid>.totals mapped
- * shared (map_totals): `revati bench` then reads every count the moment it is made, also
- * after the process ended through _exit (as engine processes often do) or crashed, and
- * counting costs no system call. A forked child keeps the mapping: its counts add to its
+ * shared (map_totals, at the process's first prediction, so processes that predict nothing
+ * leave no file): `revati bench` then reads every count the moment it is made, also after the
+ * process ended through _exit (as engine processes often do) or crashed, and counting costs
+ * no system call. A child forked after that keeps the mapping: its counts add to its
  * parent's file, so a process tree's file total never counts a launch twice. */
 static _Atomic int64_t *g_totals = g_own_totals;
+static pthread_once_t g_totals_once = PTHREAD_ONCE_INIT;
+static void map_totals(void);
+static _Atomic int64_t *totals(void)
+{
+    pthread_once(&g_totals_once, map_totals);
+    return g_totals;
+}
 /* What a prediction was, besides its source (cached with it) */
 enum { PRED_UNSEEN = 1, PRED_LAUNCH_ONLY = 2 };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1011,9 +1019,9 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
 
 static void count_prediction(int64_t ns, int src, int flags)
 {
-    atomic_fetch_add(&g_totals[src], ns);
-    if (flags & PRED_UNSEEN) atomic_fetch_add(&g_totals[T_UNSEEN], ns);
-    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&g_totals[T_LAUNCH_ONLY], ns);
+    atomic_fetch_add(&totals()[src], ns);
+    if (flags & PRED_UNSEEN) atomic_fetch_add(&totals()[T_UNSEEN], ns);
+    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&totals()[T_LAUNCH_ONLY], ns);
 }
 
 /* A cached prediction, not yet counted in the totals; *flags: PRED_* (of a kernel the models
@@ -1164,7 +1172,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     if (n == 0) return predict(l, NULL, source);
     if (n == 1) {
         int64_t ns = predict(l, &part[0], source);
-        atomic_fetch_add(&g_totals[T_BY_BATCH], ns);
+        atomic_fetch_add(&totals()[T_BY_BATCH], ns);
         return ns;
     }
     /* Decodes and prefill chunks in one launch (chunked prefill). The two bracketing
@@ -1177,7 +1185,7 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
     double apart = (double)(predict_once(l, &part[0], &src, &flags[0]) +
                             predict_once(l, &part[1], &src, &flags[1]));
     int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &flags[2])));
-    atomic_fetch_add(&g_totals[T_BY_BATCH], ns);
+    atomic_fetch_add(&totals()[T_BY_BATCH], ns);
     count_prediction(ns, src, flags[0] | flags[1] | flags[2]);
     if (source) *source = src;
     return ns;
@@ -1251,12 +1259,12 @@ EXPORT void rv_power_count(int64_t extra_ns)
 
 EXPORT void rv_predict_totals(int64_t out_ns[3])
 {
-    for (int i = 0; i < 3; i++) out_ns[i] = atomic_load(&g_totals[i]);
+    for (int i = 0; i < 3; i++) out_ns[i] = atomic_load(&totals()[i]);
 }
 
-/* Set up g_totals (see there) before the process predicts anything. A directory that
- * cannot take the file only loses the report, never the run: say so and count in memory. */
-__attribute__((constructor)) static void map_totals(void)
+/* Set up g_totals (see there). A directory that cannot take the file only loses the report,
+ * never the run: say so and count in memory. */
+static void map_totals(void)
 {
     const char *dir = getenv("REVATI_PREDICT_TOTALS");
     if (!dir || !*dir) return;
