@@ -570,7 +570,7 @@ static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
  * (rv_attention_batch); T_UNSEEN, kernels a model predicted without knowing them (no
  * vocabulary id, no skeleton); T_LAUNCH_ONLY, attention, GEMM and fused-MoE kernels
  * predicted from their launch alone (index 'launch_only' lines: their shapes were not
- * known, so their family's weakest model ran). revati/workload/bench.py reads this layout. */
+ * known, so their family's weakest model ran). revati/predict/totals.py reads this layout. */
 enum { T_BY_BATCH = 3, T_UNSEEN, T_LAUNCH_ONLY, T_N };
 static _Atomic int64_t g_own_totals[T_N];
 /* g_own_totals, or when REVATI_PREDICT_TOTALS names a directory, <dir>/<pid>.totals mapped

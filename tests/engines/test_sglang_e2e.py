@@ -70,10 +70,10 @@ def test_decode_attention_follows_the_kv_length(server: EmulatedServer,
     attention than at 100. Their KV cache is ~460 MB per layer and step, ~0.1 ms at the
     H200's bandwidth, ~35x the short context's, and their prefill ~1,000x the FLOPs; the
     short context's launches are mostly their fixed cost, so the whole runs differ ~11x
-    (47 and 536 ms on 2026-12-02). The
-    attention time the predictor charged from the reported batches says so on any host; the
-    inter-token latency shows it (~3 ms more per step) only where steps are GPU-bound, which
-    they are not on a slow 2-core host (SGLang's scheduler then takes ~12 ms a step)."""
+    (47 and 536 ms on 2026-12-02). The attention time the predictor charged from the
+    reported batches says so on any host; the inter-token latency shows it (~3 ms more per
+    step) only where steps are GPU-bound, which they are not on a slow 2-core host (SGLang's
+    scheduler then takes ~12 ms a step)."""
     itl, attention = {}, {}
     for n in (100, 3500):
         opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang",
