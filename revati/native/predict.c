@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -571,7 +570,7 @@ static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
  * vocabulary id, no skeleton); T_LAUNCH_ONLY, attention, GEMM and fused-MoE kernels
  * predicted from their launch alone (index 'launch_only' lines: their shapes were not
  * known, so their family's weakest model ran). revati/predict/totals.py reads this layout. */
-enum { T_BY_BATCH = 3, T_UNSEEN, T_LAUNCH_ONLY, T_N };
+enum { T_BY_BATCH = RV_SRC_FIXED + 1, T_UNSEEN, T_LAUNCH_ONLY, T_N };
 static _Atomic int64_t g_own_totals[T_N];
 /* g_own_totals, or when REVATI_PREDICT_TOTALS names a directory, <dir>/<pid>.totals mapped
  * shared (map_totals, at the process's first prediction, so processes that predict nothing
@@ -1019,9 +1018,10 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
 
 static void count_prediction(int64_t ns, int src, int flags)
 {
-    atomic_fetch_add(&totals()[src], ns);
-    if (flags & PRED_UNSEEN) atomic_fetch_add(&totals()[T_UNSEEN], ns);
-    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&totals()[T_LAUNCH_ONLY], ns);
+    _Atomic int64_t *t = totals();
+    atomic_fetch_add(&t[src], ns);
+    if (flags & PRED_UNSEEN) atomic_fetch_add(&t[T_UNSEEN], ns);
+    if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&t[T_LAUNCH_ONLY], ns);
 }
 
 /* A cached prediction, not yet counted in the totals; *flags: PRED_* (of a kernel the models
