@@ -97,14 +97,16 @@ void rv_driver_graph(int dev, size_t node_bytes, bool instantiate);   /* false: 
 void rv_driver_stream(int dev, bool create);                          /* false: destroyed */
 void rv_driver_syscalls(int dev);            /* a kernel of a module with EIATTR_EXTERNS ran */
 void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes);    /* per thread */
-size_t rv_graph_node_bytes(int param_bytes);   /* one kernel node of an executable graph */
+/* What an executable graph keeps for one node: l's kernel with param_bytes of parameters,
+ * launched with programmatic dependent launch allowed (pdl), or l's copy/memset. */
+size_t rv_graph_node_bytes(const struct rv_launch *l, int param_bytes, bool pdl);
 
 /* ---- cuda_stream.c ------------------------------------------------------------ */
 /* Append one operation to a stream's timeline (or to the graph it is capturing). */
 CUresult rv_enqueue(CUstream s, const struct rv_launch *l, const char *name);
-/* The same for a kernel whose parameters take param_bytes (what a graph node stores). */
+/* The same, with what an executable graph keeps for it (rv_graph_node_bytes). */
 CUresult rv_enqueue_kernel(CUstream s, const struct rv_launch *l, const char *name,
-                           int param_bytes);
+                           size_t node_bytes);
 /* Block until everything queued on a stream so far is complete (virtual time). */
 CUresult rv_stream_sync(CUstream s, const char *call);
 /* Queue a copy/memset on `s` and, when `sync`, wait for it (blocking copies). */

@@ -53,7 +53,12 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  *   2,000 one-kernel modules of 384 bytes of code: 6 MiB);
  * - executable graphs: 112 KiB a graph (500 one-node graphs: 54 MiB) and its nodes, by the
  *   size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up to 1 KiB of
- *   parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB), from a pool
+ *   parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB), 786 bytes more for
+ *   a kernel launched with programmatic dependent launch (cuBLASLt's split-K reduction, 224
+ *   bytes of parameters: 16,000 nodes of it and its GEMM took 46 MiB, 22 beyond the GEMMs),
+ *   as much as a small kernel for a copy (16 KiB) or a memset of 8 KiB or more, and nothing for
+ *   a memset of up to 4 KiB (8,000 of them, alone or between kernels:
+ *   scripts/driver_memory_graphs.py), from a pool
  *   growing in 2 MiB steps that keeps a destroyed graph's memory for the next one
  *   (re-instantiating took nothing, destroying gave nothing back);
  * - streams: 552 KiB each, from a pool that starts with 1 MiB free and grows in 2 MiB steps
@@ -100,12 +105,18 @@ void rv_driver_code(int dev, int text_bytes) {
     pool_use(&g_code_pool[dev], RV_CODE_POOL_START, dev, bytes > 3072 ? bytes : 3072, true);
 }
 
-size_t rv_graph_node_bytes(int param_bytes) {
+#define RV_PDL_NODE_BYTES 786
+#define RV_INLINE_MEMSET_BYTES 4096
+
+size_t rv_graph_node_bytes(const struct rv_launch *l, int param_bytes, bool pdl) {
     static const struct { int params; size_t node; } measured[] = {
         {1032, 2097}, {2056, 3146}, {4104, 8651}, {8200, 33817}};
+    if (l->op == RV_OP_MEMSET && l->bytes <= RV_INLINE_MEMSET_BYTES) return 0;
+    size_t extra = pdl ? RV_PDL_NODE_BYTES : 0;
     for (size_t i = 0; i < sizeof measured / sizeof *measured; i++)
-        if (param_bytes <= measured[i].params) return measured[i].node;
-    return (size_t)param_bytes * 33817 / 8200;   /* beyond the measurements: proportional */
+        if (param_bytes <= measured[i].params) return measured[i].node + extra;
+    /* beyond the measurements: proportional */
+    return (size_t)param_bytes * 33817 / 8200 + extra;
 }
 
 void rv_driver_graph(int dev, size_t node_bytes, bool instantiate) {

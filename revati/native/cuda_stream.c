@@ -37,7 +37,7 @@ struct node {
     int64_t predicted;
     struct power power;  /* rv_power_load of the node, with its prediction */
     bool by_batch; /* attention: predicted again at every replay */
-    int param_bytes; /* a kernel's parameters, which an executable graph keeps per node */
+    size_t driver_bytes; /* what an executable graph keeps for it (rv_graph_node_bytes) */
 };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
 struct exec { uint32_t magic; struct graph g; int dev; size_t driver_bytes; };
@@ -145,7 +145,7 @@ static int64_t ready_time(struct stream *s) {
 }
 
 static void graph_add(struct graph *g, const struct rv_launch *l, const char *name, rv_join_fn join,
-                      void *ctx, int param_bytes) {
+                      void *ctx, size_t driver_bytes) {
     if (g->n == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
         g->nodes = realloc(g->nodes, g->cap * sizeof *g->nodes);
@@ -158,7 +158,7 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->ctx = ctx;
     n->predicted = -1;
     n->by_batch = false;
-    n->param_bytes = param_bytes;
+    n->driver_bytes = driver_bytes;
 }
 
 /* Each GPU's power state (rv_power_load): h in [0, 1], the power draw of the work it ran
@@ -232,11 +232,11 @@ static void log_launch(const struct rv_launch *l) {
 }
 
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
-    return rv_enqueue_kernel(h, l, name, 0);
+    return rv_enqueue_kernel(h, l, name, rv_graph_node_bytes(l, 0, false));
 }
 
 CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
-                           int param_bytes) {
+                           size_t node_bytes) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     log_launch(l);
     pthread_mutex_lock(&g_tl);
@@ -244,7 +244,7 @@ CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *na
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
-    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL, param_bytes);
+    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL, node_bytes);
     else append(s, &copy, name);
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;
@@ -270,7 +270,7 @@ CUresult rv_cuda_enqueue_joined(CUstream h, const char *name, rv_join_fn join, v
     *captured = s->capture != NULL;
     if (s->capture) {
         struct rv_launch l = {.op = RV_OP_COLLECTIVE, .device = rv_phys(s->dev)};
-        graph_add(s->capture, &l, name, join, ctx, 0);
+        graph_add(s->capture, &l, name, join, ctx, rv_graph_node_bytes(&l, 0, false));
     } else {
         joined(s, name, join, ctx);
     }
@@ -307,7 +307,7 @@ void rv_cuda_gemm_begin(const struct rv_launch *gemm) {
 void rv_cuda_gemm_end(void) { t_gemm_pending = false; }
 
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
+                       unsigned bz, unsigned shm, CUstream s, void **params, void **extra, bool pdl) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     const char *name = rv_func_name(f);
     struct rv_launch l = {.op = RV_OP_KERNEL};
@@ -321,20 +321,24 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;
     rv_func_launch_features(f, params, extra, &l);
-    return rv_enqueue_kernel(s, &l, name, rv_func_param_bytes(f));
+    return rv_enqueue_kernel(s, &l, name, rv_graph_node_bytes(&l, rv_func_param_bytes(f), pdl));
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
-    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, extra, false);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
+    bool pdl = false;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            pdl = pdl || c->attrs[i].value.programmaticStreamSerializationAllowed;
     return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                  c->sharedMemBytes, c->hStream, params, extra);
+                  c->sharedMemBytes, c->hStream, params, extra, pdl);
 }
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                    unsigned by, unsigned bz, unsigned shm, CUstream s, void **params) {
-    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, NULL);
+    return launch(f, gx, gy, gz, bx, by, bz, shm, s, params, NULL, false);
 }
 
 /* ---- host functions: run by one worker thread when the stream reaches them ------------ */
@@ -669,10 +673,10 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph h, unsigned long l
     struct exec *e = calloc(1, sizeof *e);
     e->magic = RV_MAGIC_EXEC;
     e->g = *g;   /* nodes are immutable once captured; the exec shares them */
-    /* the driver's copy of the nodes (rv_driver_graph; copies, memsets and collectives are
-     * charged as kernels with small parameters: not measured) */
+    /* the driver's copy of the nodes (rv_driver_graph; collectives are charged as kernels
+     * with small parameters: not measured) */
     e->dev = rv_current_dev();
-    for (size_t i = 0; i < g->n; i++) e->driver_bytes += rv_graph_node_bytes(g->nodes[i].param_bytes);
+    for (size_t i = 0; i < g->n; i++) e->driver_bytes += g->nodes[i].driver_bytes;
     rv_driver_graph(e->dev, e->driver_bytes, true);
     *pe = (CUgraphExec)e;
     return CUDA_SUCCESS;
@@ -702,7 +706,7 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     for (size_t i = 0; i < e->g.n; i++) {
         struct node *n = &e->g.nodes[i];
-        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->param_bytes);
+        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->driver_bytes);
         else if (n->join) joined(s, n->name, n->join, n->ctx);
         else {
             /* a graph replays the same launches every time: predict each node once, except

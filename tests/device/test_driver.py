@@ -546,6 +546,53 @@ print(json.dumps({{"steps": steps, "frame": frame.value}}))
     assert steps["destroyed"] == steps["again"] == 28  # kept by the driver, then reused
 
 
+def test_graph_nodes_cost_the_driver_what_they_cost_on_the_h200(emulated):
+    """Measured on the H200 (docs/validation/driver_memory/README.md, "Graphs of GEMMs, copies,
+    memsets and attention"): the driver keeps nothing for a memset node of up to 4 KiB, as much
+    as for a small kernel for a larger one (2,097 bytes), and 786 bytes more for a kernel
+    launched with programmatic dependent launch (cuBLASLt's split-K reduction), from the graph
+    pool that grows in 2 MiB steps."""
+    out = driver(emulated, """
+init()
+def free():
+    f, t = ctypes.c_size_t(), ctypes.c_size_t()
+    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
+    return f.value
+class Attr(ctypes.Structure):   # CUlaunchAttribute: id, padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60)]
+class Config(ctypes.Structure):   # CUlaunchConfig
+    _fields_ = [("dims", ctypes.c_uint * 7), ("stream", c), ("attrs", ctypes.POINTER(Attr)),
+                ("num", ctypes.c_uint)]
+s, fn, buf = stream(), kernel(), c()
+ok(cu.cuMemAlloc_v2(ctypes.byref(buf), 1 << 20))
+pdl = Attr(id=6, value=1)   # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+config = Config((ctypes.c_uint * 7)(1, 1, 1, 32, 1, 1, 0), s, ctypes.pointer(pdl), 1)
+def graph(n, queue):
+    g, ge = c(), c()
+    ok(cu.cuStreamBeginCapture_v2(s, 0))
+    for _ in range(n):
+        queue()
+    ok(cu.cuStreamEndCapture(s, ctypes.byref(g)))
+    ok(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)))
+def memset(size):
+    return lambda: ok(cu.cuMemsetD8Async(buf, 0, ctypes.c_size_t(size), s))
+graph(1, lambda: launch(fn, s))   # the graph pool's first step
+steps, before = {}, free()
+for name, queue in (("4 KiB memsets", memset(4096)), ("8 KiB memsets", memset(8192)),
+                    ("kernels with PDL", lambda: ok(cu.cuLaunchKernelEx(ctypes.byref(config),
+                                                                         fn, None, None)))):
+    graph(4000, queue)
+    steps[name] = (before - free()) / (1 << 20)
+    before = free()
+print(json.dumps(steps))
+""")
+    # 1.98 MiB left in the pool after the first graph; each graph 112 KiB besides its nodes
+    assert out["4 KiB memsets"] == 0  # a kernel-like node each would have been 8 MiB
+    assert out["8 KiB memsets"] == 8  # 4,000 x 2,097 bytes: 8.1 MiB, 1.8 of it free
+    assert out["kernels with PDL"] == 10  # 4,000 x 2,883 bytes (without PDL: 8 MiB)
+
+
 SIZED = r"""
 extern "C" __global__ void sized(float *x, int n, long long m, float eps, int neg) {
     extern __shared__ float dyn[];   // dynamic shared memory only: no static bytes
