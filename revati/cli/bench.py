@@ -76,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print(f"[revati bench] done: {s['completed']} requests, mean TTFT {s['mean_ttft_ms']:.1f} ms,"
           f" mean TPOT {s['mean_tpot_ms']:.2f} ms, output {s['output_throughput']:.1f} tok/s, "
-          f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s; "
+          f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s "
+          f"(measured requests {s['measured_wall_s'] or 0:.1f} s); "
           f"written to {args.out}/summary.json")
     c = s["revati"]["cpu_contention"]
     if c["contended_s"]:

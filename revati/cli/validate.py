@@ -45,7 +45,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"revati validate: {e}", file=sys.stderr)
         return 1
     print(render(rows))
-    print(f"\nemulated wall {report['emulated_wall_s']:.1f} s for a real run of "
+    measured = report["emulated_measured_wall_s"]
+    print(f"\nemulated wall {report['emulated_wall_s']:.1f} s (the measured requests: "
+          f"{'?' if measured is None else f'{measured:.1f}'} s) for a real run of "
           f"{report['real_duration_s']:.1f} s; KV-cache blocks (emulated) "
           f"{report['num_gpu_blocks_emulated']}; written to {args.out}/validation.md")
     return 0

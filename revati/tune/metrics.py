@@ -26,7 +26,8 @@ DERIVED = ("num_gpus", "goodput", "goodput_per_gpu", "output_throughput_per_gpu"
 # Scalar keys of `vllm bench serve --save-result` plus those revati bench adds.
 SUMMARY = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
            "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-           "max_concurrency", "wall_s", "num_gpu_blocks", "predictor_coverage")
+           "max_concurrency", "wall_s", "measured_wall_s", "num_gpu_blocks",
+           "predictor_coverage")
 _LATENCY = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
 
 

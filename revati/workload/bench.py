@@ -9,6 +9,7 @@ request), and keeps OUT/engine.log and OUT/client.log."""
 
 from __future__ import annotations
 
+import bisect
 import csv
 import json
 import os
@@ -158,6 +159,9 @@ class Deployment:
         self.tk.start()
         self.tree = ProcessTree(self.tk)
         self.virtual_start = self.tk.virtual_ns / 1e9
+        # (real, virtual) CLOCK_MONOTONIC seconds, sampled while waiting on a process: what
+        # maps the virtual times a client records back to the real time they took
+        self.clock: list[tuple[float, float]] = []
 
     def virtual_s(self) -> float:
         return self.tk.virtual_ns / 1e9 - self.virtual_start
@@ -183,6 +187,7 @@ class Deployment:
                 threads = "\n  ".join(str(t) for t in self.tk.threads())
                 raise BenchError(f"{what}: the emulated deployment deadlocked:\n  {threads}")
             now = time.monotonic()
+            self.clock.append((now, self.tk.virtual_ns / 1e9))
             if now - wall0 > timeout_s:
                 raise BenchError(f"{what}: not done after {timeout_s:.0f} s; see {log}")
             if now - last > 10:
@@ -306,6 +311,7 @@ class EmulatedServer:
                         client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level)
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
+        summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
@@ -376,6 +382,31 @@ def predictor_summary(totals: dict[str, int]) -> dict[str, float | None]:
                                     if predicted else None),
             "launch_only_share": (totals.get("launch_only_ns", 0) / predicted
                                   if predicted else None)}
+
+
+def measured_wall_s(raw: dict, clock: list[tuple[float, float]]) -> float | None:
+    """Real seconds the measured requests took: from the first one's send to the end of the
+    benchmark's `duration`, both in virtual time (the client's perf_counter), mapped to real
+    time through the (real, virtual) clock samples, taken every 0.2 s of real time (so
+    within about 0.4 s); None without start times or samples.
+    `wall_s` also counts the client's start-up and its warm-up requests, which the real
+    run's `duration` does not."""
+    starts = raw.get("start_times") or []
+    if not starts or len(clock) < 2 or raw.get("duration") is None:
+        return None
+    real, virtual = [r for r, _ in clock], [v for _, v in clock]
+
+    def real_at(v: float) -> float:
+        i = bisect.bisect_left(virtual, v)
+        if i == 0:
+            return real[0]
+        if i == len(virtual):
+            return real[-1]
+        v0, v1, r0, r1 = virtual[i - 1], virtual[i], real[i - 1], real[i]   # v0 < v <= v1
+        return r0 + (r1 - r0) * (v - v0) / (v1 - v0)
+
+    first = min(starts)
+    return round(real_at(first + raw["duration"]) - real_at(first), 3)
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:

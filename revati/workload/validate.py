@@ -20,7 +20,7 @@ HEADLINE = ["mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "me
             "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "request_throughput",
             "output_throughput", "total_token_throughput", "duration"]
 NOT_COMPARED = {"num_prompts", "request_rate", "burstiness", "max_concurrency", "completed",
-                "failed", "total_input_tokens", "total_output_tokens", "wall_s",
+                "failed", "total_input_tokens", "total_output_tokens", "wall_s", "measured_wall_s",
                 "num_gpu_blocks", "predictor_coverage", "rtfx"}
 
 
@@ -69,7 +69,9 @@ def validate(real_path: Path, opts: BenchOptions) -> tuple[list[dict], dict]:
     rows = compare(real, emulated)
     report = {"real": str(real_path), "requests": len(requests),
               "real_request_rate": real.get("request_rate"), "rows": rows,
-              "emulated_wall_s": emulated["wall_s"], "real_duration_s": real.get("duration"),
+              "emulated_wall_s": emulated["wall_s"],
+              "emulated_measured_wall_s": emulated.get("measured_wall_s"),
+              "real_duration_s": real.get("duration"),
               "num_gpu_blocks_emulated": emulated["num_gpu_blocks"],
               "predictor_coverage": emulated["predictor_coverage"]}
     (opts.out / "validation.json").write_text(json.dumps(report, indent=2))

@@ -60,9 +60,11 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
                 "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms",
                 "request_throughput", "output_throughput", "total_token_throughput",
                 "duration", "completed", "total_input_tokens", "total_output_tokens",
-                "wall_s", "num_gpu_blocks", "predictor_coverage"):
+                "wall_s", "measured_wall_s", "num_gpu_blocks", "predictor_coverage"):
         assert key in s, key
     assert s["completed"] == 20
+    # the measured requests are part of what the client did, which also started up
+    assert 0 < s["measured_wall_s"] < s["wall_s"]
     assert s["total_output_tokens"] == 20 * 32
     assert s["output_throughput"] * s["duration"] == pytest.approx(20 * 32, rel=1e-6)
     assert s["request_throughput"] * s["duration"] == pytest.approx(20, rel=1e-6)
