@@ -10,7 +10,11 @@ sorted, strings formatted and split, JSON encoded and decoded), after an untimed
 Standard library only, so it runs on a GPU node with nothing installed; run it with the
 engine's interpreter:
 
-    python3 scripts/cpu_speed.py [--seconds S] [--warmup S]
+    python3 scripts/cpu_speed.py [--seconds S] [--warmup S] [--workload python|torch]
+
+`--workload torch` times what an engine step's input preparation does with PyTorch on the
+CPU instead (small tensors made from lists, indexed, summed, concatenated and turned back
+into lists: PyTorch's operator dispatch, which the engines' per-step work is full of).
 """
 
 from __future__ import annotations
@@ -53,29 +57,42 @@ def _round(i: int) -> int:
     return len(json.loads(body)["choices"]) + sum(len(q.tokens) for q in requests)
 
 
-def repetition() -> float:
+def _torch_round(i: int) -> int:
+    import torch
+
+    lens = [(i * 7 + r * 13) % 200 + 1 for r in range(32)]
+    seq = torch.tensor(lens, dtype=torch.int32)
+    starts = torch.cumsum(seq, 0) - seq
+    positions = torch.cat([torch.arange(n) for n in lens[:8]])
+    picked = torch.index_select(starts, 0, torch.tensor([0, 3, 5, 7]))
+    mask = (seq > 50) & (seq < 150)
+    out = (seq[mask] + 1).tolist() + picked.tolist() + positions[:4].tolist()
+    return len(out) + int(seq.max())
+
+
+def repetition(one_round=_round) -> float:
     """Seconds one repetition of the workload takes."""
     t0 = time.perf_counter()
     check = 0
     for i in range(ROUNDS):
-        check += _round(i)
+        check += one_round(i)
     elapsed = time.perf_counter() - t0
     assert check > 0
     return elapsed
 
 
-def measure(seconds: float = 1.0, warmup_s: float = 1.0) -> list[float]:
+def measure(seconds: float = 1.0, warmup_s: float = 1.0, one_round=_round) -> list[float]:
     """Seconds per repetition, for every repetition timed in `seconds` after `warmup_s` of
     untimed ones: a CPU that was idle runs slower for its first few hundred milliseconds of
     work (1.7x on the development VM), and the steady speed is the one both sides can
     reproduce."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < warmup_s:
-        repetition()
+        repetition(one_round)
     times: list[float] = []
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or len(times) < 5:
-        times.append(repetition())
+        times.append(repetition(one_round))
     return times
 
 
@@ -83,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds (default 1)")
     p.add_argument("--warmup", type=float, default=1.0, help="untimed seconds first")
+    p.add_argument("--workload", choices=("python", "torch"), default="python")
     args = p.parse_args(argv)
-    times = measure(args.seconds, args.warmup)
-    print(json.dumps({"seconds": statistics.median(times), "min": min(times), "max": max(times),
+    times = measure(args.seconds, args.warmup,
+                    _torch_round if args.workload == "torch" else _round)
+    print(json.dumps({"workload": args.workload, "seconds": statistics.median(times),
+                      "min": min(times), "max": max(times),
                       "reps": len(times), "python": platform.python_version(),
                       "cpu": _cpu_name()}))
     return 0
