@@ -104,9 +104,10 @@ size_t rv_graph_node_bytes(const struct rv_launch *l, int param_bytes, bool pdl)
 /* ---- cuda_stream.c ------------------------------------------------------------ */
 /* Append one operation to a stream's timeline (or to the graph it is capturing). */
 CUresult rv_enqueue(CUstream s, const struct rv_launch *l, const char *name);
-/* The same, with what an executable graph keeps for it (rv_graph_node_bytes). */
+/* The same for a kernel with param_bytes of parameters, launched with programmatic dependent
+ * launch allowed or not (what an executable graph keeps for it: rv_graph_node_bytes). */
 CUresult rv_enqueue_kernel(CUstream s, const struct rv_launch *l, const char *name,
-                           size_t node_bytes);
+                           int param_bytes, bool pdl);
 /* Block until everything queued on a stream so far is complete (virtual time). */
 CUresult rv_stream_sync(CUstream s, const char *call);
 /* Queue a copy/memset on `s` and, when `sync`, wait for it (blocking copies). */

@@ -232,11 +232,11 @@ static void log_launch(const struct rv_launch *l) {
 }
 
 CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
-    return rv_enqueue_kernel(h, l, name, rv_graph_node_bytes(l, 0, false));
+    return rv_enqueue_kernel(h, l, name, 0, false);
 }
 
 CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
-                           size_t node_bytes) {
+                           int param_bytes, bool pdl) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     log_launch(l);
     pthread_mutex_lock(&g_tl);
@@ -244,7 +244,8 @@ CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *na
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
-    if (s->capture) graph_add(s->capture, &copy, name, NULL, NULL, node_bytes);
+    if (s->capture)
+        graph_add(s->capture, &copy, name, NULL, NULL, rv_graph_node_bytes(l, param_bytes, pdl));
     else append(s, &copy, name);
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;
@@ -321,7 +322,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;
     rv_func_launch_features(f, params, extra, &l);
-    return rv_enqueue_kernel(s, &l, name, rv_graph_node_bytes(&l, rv_func_param_bytes(f), pdl));
+    return rv_enqueue_kernel(s, &l, name, rv_func_param_bytes(f), pdl);
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
