@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable
 
 import torch
+from driver_memory_torch import cudart  # scripts/: this script's own folder
 
 MIB = 2**20
 HIDDEN, QKV, FFN = 4096, 6144, 14336   # Llama-3.1-8B
@@ -41,23 +42,18 @@ def nontorch() -> int:
     return total - free - torch.cuda.memory_reserved()
 
 
-def cudart() -> ctypes.CDLL:
-    """The CUDA runtime torch loaded (its own copy, found among the process's mappings)."""
-    path = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart.so" in ln)
-    return ctypes.CDLL(path)
-
-
-def node_types(rt: ctypes.CDLL, graph: int) -> dict[str, int]:
+def graph_nodes(rt: ctypes.CDLL, graph: int) -> list[tuple[int, int]]:
+    """(node handle, node type) of every node of a captured graph."""
     n = ctypes.c_size_t(0)
     assert rt.cudaGraphGetNodes(ctypes.c_void_p(graph), None, ctypes.byref(n)) == 0
     nodes = (ctypes.c_void_p * n.value)()
     assert rt.cudaGraphGetNodes(ctypes.c_void_p(graph), nodes, ctypes.byref(n)) == 0
-    kinds: collections.Counter[str] = collections.Counter()
+    out = []
     for node in nodes:
         t = ctypes.c_int(-1)
         assert rt.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t)) == 0
-        kinds[NODE_TYPES.get(t.value, str(t.value))] += 1
-    return dict(kinds)
+        out.append((node, t.value))
+    return out
 
 
 LINEAR = {"qkv": (QKV, HIDDEN), "o": (HIDDEN, HIDDEN), "gate_up": (2 * FFN, HIDDEN),
@@ -76,21 +72,14 @@ def linear_layers(m: int, which: list[str]) -> Callable[[], None]:
     return layer
 
 
-def kernels(graph: int) -> list[dict[str, object]]:
-    """Each distinct kernel of the graph: name, parameter bytes, nodes (driver API; the
+def kernels(nodes: list[tuple[int, int]]) -> list[dict[str, object]]:
+    """Each distinct kernel among the nodes: name, parameter bytes, nodes (driver API; the
     emulator does not report node parameters, so this is empty there)."""
     try:
         cu = ctypes.CDLL("libcuda.so.1")
-        rt = cudart()
-        n = ctypes.c_size_t(0)
-        rt.cudaGraphGetNodes(ctypes.c_void_p(graph), None, ctypes.byref(n))
-        nodes = (ctypes.c_void_p * n.value)()
-        rt.cudaGraphGetNodes(ctypes.c_void_p(graph), nodes, ctypes.byref(n))
         seen: collections.Counter[int] = collections.Counter()
-        for node in nodes:
-            t = ctypes.c_int(-1)
-            rt.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t))
-            if t.value != 0:
+        for node, kind in nodes:
+            if kind != 0:
                 continue
             params = (ctypes.c_void_p * 16)()   # CUDA_KERNEL_NODE_PARAMS_v2: func first
             if cu.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), params) != 0:
@@ -165,7 +154,6 @@ def measure(name: str) -> dict[str, object]:
     with torch.cuda.graph(warm):
         call()
     torch.cuda.synchronize()
-    rt = cudart()
     before = nontorch()
     g = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(g):
@@ -176,13 +164,14 @@ def measure(name: str) -> dict[str, object]:
     instantiated = nontorch()
     g.replay()
     torch.cuda.synchronize()
-    nodes = node_types(rt, g.raw_cuda_graph())
+    replayed = nontorch()
+    nodes = graph_nodes(cudart(), g.raw_cuda_graph())
+    kinds = collections.Counter(NODE_TYPES.get(t, str(t)) for _, t in nodes)
     taken = instantiated - captured
-    return {"probe": name, "calls": repeat, "nodes": nodes,
+    return {"probe": name, "calls": repeat, "nodes": dict(kinds),
             "capture_mib": (captured - before) / MIB, "instantiate_mib": taken / MIB,
-            "replay_mib": (nontorch() - instantiated) / MIB,
-            "bytes_per_node": round(taken / max(1, sum(nodes.values()))),
-            "kernels": kernels(g.raw_cuda_graph())}
+            "replay_mib": (replayed - instantiated) / MIB,
+            "bytes_per_node": round(taken / max(1, len(nodes))), "kernels": kernels(nodes)}
 
 
 if __name__ == "__main__":
