@@ -21,6 +21,7 @@
 struct rv_shm *rv_shm;
 int rv_proc_idx = -1;
 _Thread_local volatile sig_atomic_t rv_tl_woken;
+_Thread_local struct timespec *volatile rv_tl_wait_abs;
 
 static _Thread_local struct rv_thread *tl_slot;
 static _Thread_local struct rv_wait tl_wait;
@@ -312,10 +313,6 @@ struct rv_wait *rv_block_begin_kind(int64_t deadline, const char *call, int kind
     return w;
 }
 
-struct rv_wait *rv_block_begin(int64_t deadline, const char *call) {
-    return rv_block_begin_kind(deadline, call, RV_WAKE_SLICE);
-}
-
 void rv_block_end(struct rv_wait *w) {
     if (!w || --w->depth > 0) return;
     struct rv_thread *t = w->t;
@@ -326,10 +323,6 @@ void rv_block_end(struct rv_wait *w) {
     else
         atomic_store(&t->state, RV_T_RUNNING);
     atomic_store(&t->deadline, RV_NO_DEADLINE);
-}
-
-bool rv_wait_due(const struct rv_wait *w) {
-    return w && w->deadline != RV_NO_DEADLINE && rv_now_ns() >= w->deadline;
 }
 
 int rv_futex_sleep(struct rv_wait *w, int64_t vdeadline) {
@@ -407,7 +400,14 @@ void rv_poll_busy(void) { tl_poll_quiet = 0; }
 
 /* ---- signals ----------------------------------------------------------------------- */
 
-static void on_wake_signal(int sig) { rv_tl_woken = 1; }
+static void on_wake_signal(int sig) {
+    rv_tl_woken = 1;
+    volatile struct timespec *abs = rv_tl_wait_abs;
+    if (abs) { /* the kernel reads it whole at the restart: no torn value */
+        abs->tv_sec = 0;
+        abs->tv_nsec = 0;
+    }
+}
 
 int rv_wake_signal(void) { return wake_sig; }
 

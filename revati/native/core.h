@@ -39,14 +39,11 @@ RV_EXPORT bool rv_attached(void);
  * Returns immediately if the deadline has passed. */
 RV_EXPORT void rv_sleep_until(int64_t deadline_ns, const char *call);
 
-/* Bracket a blocking call made by the shim itself (wrap_* in timeshim.c use these).
- * deadline_ns is virtual CLOCK_MONOTONIC, or RV_NO_DEADLINE for an untimed wait. */
+/* The end of a blocking call the shim brackets (rv_block_begin_kind in core_int.h);
+ * deadlines are virtual CLOCK_MONOTONIC, or RV_NO_DEADLINE for an untimed wait. */
 #define RV_NO_DEADLINE INT64_MAX
 struct rv_wait;
-RV_EXPORT struct rv_wait *rv_block_begin(int64_t deadline_ns, const char *call);
 RV_EXPORT void rv_block_end(struct rv_wait *w);
-/* True once a jump has made this wait's deadline due (the waiter then returns). */
-RV_EXPORT bool rv_wait_due(const struct rv_wait *w);
 
 /* ---- logging and tracing --------------------------------------------------------- */
 

@@ -12,8 +12,11 @@
 extern struct rv_shm *rv_shm;            /* NULL when not attached */
 extern int rv_proc_idx;                  /* this process's slot in rv_shm->procs */
 extern _Thread_local volatile sig_atomic_t rv_tl_woken; /* set by the wake-signal handler */
+/* The real deadline of a wait that glibc restarts after EINTR (condition variables, timed
+ * mutex locks): the wake-signal handler moves it into the past to end that wait. */
+extern _Thread_local struct timespec *volatile rv_tl_wait_abs;
 
-/* Thread-local state of the wait in progress (waits do not nest; see rv_block_begin). */
+/* Thread-local state of the wait in progress (waits do not nest; see rv_block_begin_kind). */
 struct rv_wait {
     struct rv_thread *t;
     int64_t deadline;

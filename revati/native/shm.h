@@ -39,7 +39,7 @@ enum rv_thread_state {
 enum rv_wake_kind {
     RV_WAKE_FUTEX = 0,  /* sleeping on its slot's `wake` futex word */
     RV_WAKE_SIGNAL = 1, /* in poll/epoll/select/sem: the wake signal makes it return EINTR */
-    RV_WAKE_SLICE = 2,  /* condvar-style wait: re-checks the clock every slice by itself */
+    RV_WAKE_NONE = 2,   /* an untimed wait: no deadline for the Timekeeper to reach */
 };
 
 enum rv_proc_state {

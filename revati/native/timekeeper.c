@@ -301,7 +301,7 @@ static int64_t wake_due(int64_t now_v) {
             woken_at[j] = real;
             syscall(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
             break;
-        default: /* RV_WAKE_SLICE: it re-checks the clock by itself */
+        default: /* RV_WAKE_NONE has no deadline */
             break;
         }
     }

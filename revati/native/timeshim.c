@@ -15,10 +15,6 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define ATTACHED (rv_shm != NULL)
-/* A condvar/mutex wait cannot be interrupted by a signal (glibc restarts it), so it
- * re-checks the virtual clock at least this often (real time) to notice a jump. */
-#define SLICE_NS 1000000LL
-
 static const struct timespec zero_ts = {0, 0};
 
 /* ---- clocks -------------------------------------------------------------------------- */
@@ -337,28 +333,36 @@ static clockid_t cond_clock(pthread_cond_t *c) {
     return (c->__data.__wrefs & 2) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
 }
 
-typedef int (*slice_fn)(void *a, void *b, const struct timespec *real_abs_mono);
-static int do_cond_slice(void *c, void *m, const struct timespec *abs) {
+typedef int (*restarting_fn)(void *a, void *b, const struct timespec *real_abs_mono);
+static int do_cond_wait(void *c, void *m, const struct timespec *abs) {
     return REAL(pthread_cond_clockwait)(c, m, CLOCK_MONOTONIC, abs);
 }
-static int do_mutex_slice(void *m, void *unused, const struct timespec *abs) {
+static int do_mutex_lock(void *m, void *unused, const struct timespec *abs) {
     return REAL(pthread_mutex_clocklock)(m, CLOCK_MONOTONIC, abs);
 }
 
-/* Waits that no signal can cut short: sleep in real-time slices and re-check the virtual
- * deadline after each, so a jump is noticed within SLICE_NS.
+/* Waits that glibc restarts after a signal (condition variables, timed mutex locks): it
+ * re-reads the caller's deadline after every EINTR. The kernel gets the whole virtual wait
+ * as a real timeout at the current clock rate, and the wake signal, let through just
+ * around the wait, ends it early: its handler moves that deadline into the past
+ * (on_wake_signal), so glibc's restarted wait times out at once. A wake that lands between
+ * unmasking and sleeping finds the deadline already moved; one that lands before unmasking
+ * stays pending until then. (These waits used to sleep in 1 ms slices to notice jumps:
+ * the NCCL watchdog threads' 100 ms condition waits then woke 1,000 times a second each.)
  *
- * A condition variable's slice that ends before the virtual deadline returns 0, a spurious
+ * A condition variable's wait that ends before the virtual deadline returns 0, a spurious
  * wake-up (which POSIX allows and every caller handles by re-checking its predicate),
- * instead of waiting again: a signal sent while the waiter is between two slices (it has
+ * instead of waiting again: a signal sent while the waiter is between two waits (it has
  * left the condition's queue and is re-taking the mutex) wakes nobody, and only the
  * caller's predicate still knows about it. Waiting on would lose that wake-up until the
  * caller's timeout (gloo's collectives stalled until their 30-minute timeout, which the
  * time warp reaches in seconds). A timed mutex lock has no such predicate: its retry is the
- * lock itself, so it keeps slicing. */
-static int warped_slices(slice_fn fn, void *a, void *b, int64_t vdeadline, const char *call,
-                         bool spurious_ok) {
-    struct rv_wait *w = rv_block_begin_kind(vdeadline, call, RV_WAKE_SLICE);
+ * lock itself, so it waits again. */
+static int warped_restarting_wait(restarting_fn fn, void *a, void *b, int64_t vdeadline,
+                                  const char *call, bool spurious_ok) {
+    sigset_t open_mask, old;
+    rv_wait_sigmask(NULL, &open_mask);
+    struct rv_wait *w = rv_block_begin_kind(vdeadline, call, RV_WAKE_SIGNAL);
     int r;
     for (;;) {
         int64_t l = vdeadline - rv_now_ns();
@@ -366,9 +370,16 @@ static int warped_slices(slice_fn fn, void *a, void *b, int64_t vdeadline, const
             r = ETIMEDOUT;
             break;
         }
-        struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + (l < SLICE_NS ? l : SLICE_NS));
+        struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + rv_real_wait_ns(l));
+        rv_tl_wait_abs = &abs;
+        REAL(pthread_sigmask)(SIG_SETMASK, &open_mask, &old);
         r = fn(a, b, &abs);
+        REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
+        rv_tl_wait_abs = NULL;
+        rv_tl_woken = 0;
         if (r != ETIMEDOUT) break;
+        /* timed out before the virtual deadline: our wake came early (a re-sent one) or
+         * the clock rate fell since the timeout was computed */
         if (spurious_ok && rv_now_ns() < vdeadline) {
             r = 0;
             break;
@@ -382,8 +393,8 @@ EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid
                                   const struct timespec *abs) {
     if (!ATTACHED) return REAL(pthread_cond_clockwait)(c, m, clk, abs);
     if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000L) return EINVAL;
-    return warped_slices(do_cond_slice, c, m, rv_abs_to_mono_deadline(clk, abs),
-                         "pthread_cond_clockwait", true);
+    return warped_restarting_wait(do_cond_wait, c, m, rv_abs_to_mono_deadline(clk, abs),
+                                  "pthread_cond_clockwait", true);
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -394,7 +405,7 @@ EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
     struct rv_wait *w = ATTACHED ? rv_block_begin_kind(RV_NO_DEADLINE, "pthread_cond_wait",
-                                                       RV_WAKE_SLICE)
+                                                       RV_WAKE_NONE)
                                  : NULL;
     int r = REAL(pthread_cond_wait)(c, m);
     rv_block_end(w);
@@ -414,8 +425,8 @@ EXPORT int pthread_cond_broadcast(pthread_cond_t *c) {
 EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *abs) {
     if (!ATTACHED) return REAL(pthread_mutex_clocklock)(m, clk, abs);
     if (pthread_mutex_trylock(m) == 0) return 0;
-    return warped_slices(do_mutex_slice, m, NULL, rv_abs_to_mono_deadline(clk, abs),
-                         "pthread_mutex_timedlock", false);
+    return warped_restarting_wait(do_mutex_lock, m, NULL, rv_abs_to_mono_deadline(clk, abs),
+                                  "pthread_mutex_timedlock", false);
 }
 
 EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abs) {
@@ -427,7 +438,7 @@ EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *ab
 #define UNTIMED(call_name, expr)                                                             \
     do {                                                                                     \
         struct rv_wait *w_ = ATTACHED ? rv_block_begin_kind(RV_NO_DEADLINE, call_name,       \
-                                                            RV_WAKE_SLICE)                   \
+                                                            RV_WAKE_NONE)                   \
                                       : NULL;                                                \
         __typeof__(expr) r_ = (expr);                                                        \
         int e_ = errno;                                                                      \
@@ -688,7 +699,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 typedef long (*syscall_fn)(long, ...);
 
 /* futex(2) called through syscall(): Rust's std (parking, Mutex, Condvar), some C++ runtimes.
- * Waits become time-warp waits (timed ones in slices, like condition variables); wakes
+ * Waits become time-warp waits (timed ones woken by the wake signal); wakes
  * count as sends. Returns -2 for operations passed through unchanged. */
 static long warped_futex(syscall_fn real, const long *a) {
     int op = (int)a[1], cmd = op & FUTEX_CMD_MASK;
@@ -705,22 +716,35 @@ static long warped_futex(syscall_fn real, const long *a) {
     if (ts && cmd == FUTEX_WAIT) deadline = rv_now_ns() + rv_ts_to_ns(ts);
     else if (ts) deadline = rv_abs_to_mono_deadline(
                      (op & FUTEX_CLOCK_REALTIME) ? CLOCK_REALTIME : CLOCK_MONOTONIC, ts);
-    struct rv_wait *w = rv_block_begin_kind(deadline, "futex", RV_WAKE_SLICE);
+    /* a timed wait is woken by the wake signal (EINTR), let through just around it */
+    sigset_t open_mask, old;
+    if (deadline != RV_NO_DEADLINE) rv_wait_sigmask(NULL, &open_mask);
+    struct rv_wait *w = rv_block_begin_kind(
+        deadline, "futex", deadline == RV_NO_DEADLINE ? RV_WAKE_NONE : RV_WAKE_SIGNAL);
     long r;
     for (;;) {
-        struct timespec abs, *tp = NULL;
-        if (deadline != RV_NO_DEADLINE) {
-            int64_t l = deadline - rv_now_ns();
-            if (l <= 0) {
-                errno = ETIMEDOUT;
-                r = -1;
-                break;
-            }
-            abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + (l < SLICE_NS ? l : SLICE_NS));
-            tp = &abs;
+        if (deadline == RV_NO_DEADLINE) {
+            r = real(SYS_futex, a[0], wait_op, a[2], NULL, NULL, bitset);
+            break;
         }
-        r = real(SYS_futex, a[0], wait_op, a[2], tp, NULL, bitset);
-        if (!(r < 0 && errno == ETIMEDOUT)) break;
+        int64_t l = deadline - rv_now_ns();
+        if (l <= 0) {
+            errno = ETIMEDOUT;
+            r = -1;
+            break;
+        }
+        struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + rv_real_wait_ns(l));
+        REAL(pthread_sigmask)(SIG_SETMASK, &open_mask, &old);
+        r = real(SYS_futex, a[0], wait_op, a[2], &abs, NULL, bitset);
+        int e = errno;
+        REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
+        errno = e;
+        if (r < 0 && e == EINTR && rv_tl_woken) {
+            rv_tl_woken = 0;
+            continue; /* our wake: re-check the virtual deadline */
+        }
+        /* a real timeout re-checks it too (the clock rate may have fallen meanwhile) */
+        if (!(r < 0 && e == ETIMEDOUT)) break;
     }
     int e = errno;
     rv_block_end(w);

@@ -146,11 +146,11 @@ def test_a_wait_the_shim_does_not_wrap_does_not_freeze_the_clock() -> None:
     assert r.json()["got_lock_after"] == pytest.approx(5, abs=0.1)
 
 
-def test_a_condition_signalled_between_two_wait_slices_is_not_lost() -> None:
-    """A timed pthread condition wait sleeps in real-time slices. A signal sent after the
-    signaller unlocks (as gloo does) can land while the waiter is between two slices, out
-    of the condition's queue: the waiter must return to re-check its predicate then, not
-    wait on until its own deadline (which stalled gloo's collectives until their timeout)."""
+def test_a_condition_signalled_while_the_waiter_retakes_the_mutex_is_not_lost() -> None:
+    """A signal sent after the signaller unlocks (as gloo does) can land while the waiter is
+    out of the condition's queue (woken early by the shim, re-taking the mutex): the waiter
+    must return to re-check its predicate then, not wait on until its own deadline (which
+    stalled gloo's collectives until their timeout)."""
     r = run_py("""
         import ctypes, json, threading, time
         libc = ctypes.CDLL(None)
@@ -196,3 +196,87 @@ def test_a_condition_signalled_between_two_wait_slices_is_not_lost() -> None:
     out = r.json()
     assert out["late"] == [], out
     assert out["virtual_s"] < 5.0, out
+
+
+_PTHREAD_WAITS = """
+    import ctypes, json, threading, time
+    libc = ctypes.CDLL(None)
+    CLOCK_MONOTONIC, ETIMEDOUT = 1, 110
+
+    class Timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    def deadline(seconds):
+        end = time.monotonic() + seconds
+        return ctypes.byref(Timespec(int(end), int(end % 1 * 1e9)))
+
+    def cond_wait(seconds):
+        \"\"\"(virtual seconds until ETIMEDOUT, times pthread_cond_clockwait returned)\"\"\"
+        mutex, cond = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+        libc.pthread_mutex_lock(mutex)
+        a, ts, returns = time.monotonic(), deadline(seconds), 1
+        while libc.pthread_cond_clockwait(cond, mutex, CLOCK_MONOTONIC, ts) != ETIMEDOUT:
+            returns += 1
+        libc.pthread_mutex_unlock(mutex)
+        return time.monotonic() - a, returns
+"""
+
+
+def test_a_jump_to_a_condition_waits_deadline_wakes_it_there() -> None:
+    """glibc restarts a condition wait that a signal interrupts; the shim's wake signal
+    still ends it at once. Had the waiter slept its 2 s timeout in real time instead, the
+    clock would have run on meanwhile and it would have returned at 4 s."""
+    r = run_py(_PTHREAD_WAITS + """
+    out = {}
+    def waiter():
+        out["cond"] = cond_wait(2.0)
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(7.0)  # every thread blocked: the clock jumps to the waiter's deadline
+    t.join()
+    mutex = ctypes.create_string_buffer(64)
+    def holder():
+        libc.pthread_mutex_lock(mutex)
+        time.sleep(9.0)
+        libc.pthread_mutex_unlock(mutex)
+    h = threading.Thread(target=holder)
+    h.start()
+    time.sleep(0.5)
+    a = time.monotonic()
+    rc = libc.pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, deadline(3.0))
+    out["mutex"] = (rc, time.monotonic() - a)
+    h.join()
+    print(json.dumps(out))
+    """)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["cond"][0] == pytest.approx(2.0, abs=0.01), out
+    assert out["cond"][1] == 1, out  # no spurious returns on the way
+    rc, waited = out["mutex"]
+    assert rc == 110 and waited == pytest.approx(3.0, abs=0.01), out
+
+
+def test_a_condition_wait_sleeps_through_while_other_threads_work() -> None:
+    """While another thread computes (0.4 s of real CPU, so no jump happens), a condition
+    wait with a later deadline stays asleep instead of returning every millisecond, and one
+    whose deadline falls within that work times out on time."""
+    r = run_py(_PTHREAD_WAITS + """
+    out = {}
+    def waiter(name, seconds):
+        out[name] = cond_wait(seconds)
+    ts = [threading.Thread(target=waiter, args=("far", 1.5)),
+          threading.Thread(target=waiter, args=("near", 0.05))]
+    for t in ts:
+        t.start()
+    end = time.perf_counter() + 0.4
+    while time.perf_counter() < end:
+        pass
+    for t in ts:
+        t.join()
+    print(json.dumps(out))
+    """)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["far"][0] == pytest.approx(1.5, abs=0.01), out
+    assert out["far"][1] <= 2, out  # a 1 ms slicing waiter returned ~400 times
+    assert out["near"][0] == pytest.approx(0.05, abs=0.01), out
