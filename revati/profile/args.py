@@ -159,7 +159,8 @@ def replay(log: str, only: list[str], e2e: list[str]) -> int:
         for arch in e2e:
             a = e2e_mod.ARCHS[arch]
             model = e2e_mod.build(torch, a)
-            for case, b, q_len, kv_len in e2e_mod.CASES:
+            for case in e2e_mod.DEFAULT_CASES:
+                b, q_len, kv_len = e2e_mod.CASES[case]
                 ids, pos, cache_kv = e2e_mod.inputs(torch, a, b, q_len, kv_len)
                 e2e_mod.forward(torch, a, model, ids, pos, cache_kv, kv_len)
                 mark(f"e2e/{arch}/{case}")

@@ -4,12 +4,12 @@ Decoders written with plain torch ops and SDPA (random weights, no checkpoint), 
 Llama-3.1-8B (32 layers, hidden 4096, 32/8 heads, MLP 14336; every one of its GEMM shapes is in
 the micro sweeps) and Qwen2.5-14B (48 layers, hidden 5120, 40/8 heads, MLP 13824: widths the
 sweeps never ran, so it checks how the models generalise). Cases: a prefill of 2,048 tokens and
-decode steps of batch 64 at KV length 1,024 and 8,192. For each case the total GPU time (sum of
-CUPTI kernel/copy durations of one forward, median of the repetitions) and every kernel of that
-median repetition are recorded, so an emulated run of the same program can be compared launch by
-launch.
+decode steps of batch 64 at KV length 1,024 and 8,192 (`--case` picks others of CASES). For
+each case the total GPU time (sum of CUPTI kernel/copy durations of one forward, median of
+the repetitions) and every kernel of that median repetition are recorded, so an emulated run
+of the same program can be compared launch by launch.
 
-    python -m revati.profile.e2e --out DIR [--arch NAME ...] [--reps N]
+    python -m revati.profile.e2e --out DIR [--arch NAME ...] [--case NAME ...] [--reps N]
         writes e2e_<arch>.json per architecture and e2e_kernels.parquet (column arch)
 
 The same forwards run on an emulated GPU (`revati predictor e2e`, emulated()): the GPU time is
@@ -49,8 +49,14 @@ ARCHS = {
     "qwen2.5-14b": Arch(48, 5120, 40, 8, 128, 13824, 152064),
 }
 DEFAULT_ARCH = "llama-3.1-8b"  # the architecture of e2e rows that name none (first profile)
-CASES = (("prefill_2048", 1, 2048, 2048), ("decode_b64_kv1024", 64, 1, 1024),
-         ("decode_b64_kv8192", 64, 1, 8192))
+# name: (batch, query tokens per sequence, KV length)
+CASES = {"prefill_2048": (1, 2048, 2048), "decode_b64_kv1024": (64, 1, 1024),
+         "decode_b64_kv8192": (64, 1, 8192),
+         # the decode steps of docs/validation.md's loads: decode-heavy (~22 running, 128
+         # prompt tokens + up to 512 generated) and the saturating mixed load (200 running,
+         # 512 + up to 128)
+         "decode_b22_kv384": (22, 1, 384), "decode_b200_kv576": (200, 1, 576)}
+DEFAULT_CASES = ("prefill_2048", "decode_b64_kv1024", "decode_b64_kv8192")
 REPS = 3
 
 
@@ -129,8 +135,8 @@ def inputs(torch, a: Arch, b: int, q_len: int, kv_len: int):
     return ids, pos, cache
 
 
-def measure(torch, arch: str,
-            reps: int = REPS) -> tuple[dict[str, object], list[dict[str, object]]]:
+def measure(torch, arch: str, reps: int = REPS, cases: tuple[str, ...] = DEFAULT_CASES,
+            ) -> tuple[dict[str, object], list[dict[str, object]]]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     a = ARCHS[arch]
@@ -139,7 +145,8 @@ def measure(torch, arch: str,
     results: dict[str, object] = {}
     kernels: list[dict[str, object]] = []
     with torch.no_grad():
-        for ci, (case, b, q_len, kv_len) in enumerate(CASES):
+        for ci, case in enumerate(cases):
+            b, q_len, kv_len = CASES[case]
             ids, pos, cache = inputs(torch, a, b, q_len, kv_len)
             forward(torch, a, model, ids, pos, cache, kv_len)  # warm-up
             torch.cuda.synchronize()
@@ -184,7 +191,7 @@ def measure(torch, arch: str,
     return results, kernels
 
 
-def emulated(torch, arch: str) -> dict[str, object]:
+def emulated(torch, arch: str, cases: tuple[str, ...] = DEFAULT_CASES) -> dict[str, object]:
     """Each case's GPU time (ns) on the emulated GPU this process runs on (one forward's span
     on the GPU timeline, replayed back to back), and which share of the predicted GPU time
     came from the roofline fallback."""
@@ -203,7 +210,8 @@ def emulated(torch, arch: str) -> dict[str, object]:
     model = build(torch, a)
     results: dict[str, object] = {}
     with torch.no_grad():
-        for case, b, q_len, kv_len in CASES:
+        for case in cases:
+            b, q_len, kv_len = CASES[case]
             ids, pos, cache = inputs(torch, a, b, q_len, kv_len)
             q = (ctypes.c_int64 * b)(*[q_len] * b)
             kv = (ctypes.c_int64 * b)(*[kv_len] * b)
@@ -242,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="revati.profile.e2e", description=__doc__)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--arch", nargs="+", default=list(ARCHS), choices=list(ARCHS))
+    parser.add_argument("--case", nargs="+", default=list(DEFAULT_CASES), choices=list(CASES))
     parser.add_argument("--reps", type=int, default=REPS,
                         help="measured repetitions of each forward (odd: the median is one)")
     parser.add_argument("--emulated", action="store_true",
@@ -250,12 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.emulated:
-        doc = {arch: emulated(torch, arch) for arch in args.arch}
+        doc = {arch: emulated(torch, arch, tuple(args.case)) for arch in args.arch}
         (args.out / "e2e_emulated.json").write_text(json.dumps(doc, indent=1) + "\n")
         return 0
     all_kernels: list[dict[str, object]] = []
     for arch in args.arch:
-        results, kernels = measure(torch, arch, args.reps)
+        results, kernels = measure(torch, arch, args.reps, tuple(args.case))
         all_kernels += kernels
         doc = {"model": f"{arch}-shaped", "architecture": vars(ARCHS[arch]),
                "dtype": "bfloat16", "gpu": torch.cuda.get_device_name(0),
