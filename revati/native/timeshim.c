@@ -371,11 +371,13 @@ static int warped_restarting_wait(restarting_fn fn, void *a, void *b, int64_t vd
             break;
         }
         struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + rv_real_wait_ns(l));
+        /* a signal handler's own wait nests inside ours: restore our deadline after it */
+        struct timespec *outer = rv_tl_wait_abs;
         rv_tl_wait_abs = &abs;
         REAL(pthread_sigmask)(SIG_SETMASK, &open_mask, &old);
         r = fn(a, b, &abs);
         REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
-        rv_tl_wait_abs = NULL;
+        rv_tl_wait_abs = outer;
         rv_tl_woken = 0;
         if (r != ETIMEDOUT) break;
         /* timed out before the virtual deadline: our wake came early (a re-sent one) or

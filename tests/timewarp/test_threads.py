@@ -176,11 +176,10 @@ def test_a_condition_signalled_while_the_waiter_retakes_the_mutex_is_not_lost() 
                 flag.value = 0
                 libc.pthread_mutex_unlock(mutex)
 
-        t0 = time.monotonic()
         w = threading.Thread(target=waiter)
         w.start()
         for _ in range(ROUNDS):
-            end = time.perf_counter() + 0.001  # ~1 ms of work: the waiter's slice ends meanwhile
+            end = time.perf_counter() + 0.001  # ~1 ms of work before each signal
             while time.perf_counter() < end:
                 pass
             libc.pthread_mutex_lock(mutex)
@@ -190,12 +189,13 @@ def test_a_condition_signalled_while_the_waiter_retakes_the_mutex_is_not_lost() 
             while flag.value:
                 time.sleep(0)
         w.join()
-        print(json.dumps({"virtual_s": time.monotonic() - t0, "late": late}))
+        print(json.dumps({"late": late}))
     """, timeout=300)
     assert r.returncode == 0, r.stderr
     out = r.json()
+    # a lost signal shows as a round that waited for its 5 s timeout; the total itself is
+    # ~3,000 x 1 ms of real work and grows with the host's load, so it is not checked
     assert out["late"] == [], out
-    assert out["virtual_s"] < 5.0, out
 
 
 _PTHREAD_WAITS = """
