@@ -1,16 +1,17 @@
 """Single-thread CPU speed of a host, as a serving engine's Python sees it.
 
-CPU work counts in virtual time at the speed it runs on the emulation host, so at low request
-rates a request's TTFT (HTTP handling, tokenisation, scheduling, detokenisation) follows the
-host's single-thread speed. This script measures that speed the same way on any machine, to
-compare the emulation host with the GPU node a real run came from (docs/validation.md, "The
-host moves TTFT"): median seconds per repetition of a fixed workload of what an engine's
+CPU work counts in virtual time at the speed it runs on the emulation host, so a request's
+TTFT (HTTP handling, tokenisation, scheduling, detokenisation) and a CPU-bound step follow the
+host's single-thread speed. This measures that speed the same way on any machine, to compare
+the emulation host with the GPU node a real run came from (docs/validation.md, "The host
+moves TTFT"): median milliseconds per repetition of a fixed workload of what an engine's
 request path does in Python (objects created and methods called, dicts and lists built and
 sorted, strings formatted and split, JSON encoded and decoded), after an untimed warm-up.
-Standard library only, so it runs on a GPU node with nothing installed; run it with the
-engine's interpreter:
+Standard library only, so it runs on a GPU node with nothing installed (from the repository
+root); `revati bench` and `revati validate` run it before and after the load
+(`host_cpu_ms` in summary.json):
 
-    python3 scripts/cpu_speed.py [--seconds S] [--warmup S] [--workload python|torch]
+    python -m revati.hostspeed [--seconds S] [--warmup S] [--workload python|torch]
 
 `--workload torch` times what an engine step's input preparation does with PyTorch on the
 CPU instead (small tensors made from lists, indexed, summed, concatenated and turned back
@@ -94,6 +95,11 @@ def measure(seconds: float = 1.0, warmup_s: float = 1.0, one_round=_round) -> li
     while time.perf_counter() - t0 < seconds or len(times) < 5:
         times.append(repetition(one_round))
     return times
+
+
+def host_cpu_ms(seconds: float = 1.0, warmup_s: float = 1.0) -> float:
+    """Median milliseconds per repetition of the Python workload on this host, now."""
+    return round(statistics.median(measure(seconds, warmup_s)) * 1000, 2)
 
 
 def main(argv: list[str] | None = None) -> int:

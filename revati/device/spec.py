@@ -87,6 +87,9 @@ class HardwareSpec:
     # How compute-bound work slows down once the GPU runs at its power limit (DESIGN 1.3,
     # docs/predictor.md "Sustained load"): keys POWER_KEYS; None: not modelled
     sustained_power: Mapping[str, float] | None = None
+    # The GPU node's host CPU: `python -m revati.hostspeed` measured there (ms per repetition;
+    # None: not measured), to tell how this host's CPU compares (README, known limits)
+    host_cpu_ms: float | None = None
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -184,6 +187,8 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         emulated_differences={str(k): int(v) for k, v in
                               (raw.get("emulated_differences") or {}).items()},
         sustained_power=_sustained_power(raw.get("sustained_power"), path),
+        host_cpu_ms=(None if raw.get("host_cpu_ms") is None
+                     else _positive(raw["host_cpu_ms"], "host_cpu_ms", path, float)),
     )
 
 

@@ -440,7 +440,7 @@ EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *ab
 #define UNTIMED(call_name, expr)                                                             \
     do {                                                                                     \
         struct rv_wait *w_ = ATTACHED ? rv_block_begin_kind(RV_NO_DEADLINE, call_name,       \
-                                                            RV_WAKE_NONE)                   \
+                                                            RV_WAKE_NONE)                    \
                                       : NULL;                                                \
         __typeof__(expr) r_ = (expr);                                                        \
         int e_ = errno;                                                                      \

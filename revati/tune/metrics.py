@@ -8,6 +8,9 @@ Derived metrics:
 - output_throughput_per_gpu: output tokens/s per GPU.
 - cost_per_million_tokens: GPU cost (hardware price_per_gpu_hour_usd x num_gpus) of
   serving one million tokens (input + output) at the measured total_token_throughput.
+- host_cpu_ms: this host's single-thread CPU speed (revati.hostspeed, ms per repetition),
+  the slower of its measurements before and after the load: CPU work counts in virtual time
+  at this speed, so trials run while the host was slow read high TTFT.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pandas as pd
 from revati.tune.trial import TrialError
 
 DERIVED = ("num_gpus", "goodput", "goodput_per_gpu", "output_throughput_per_gpu",
-           "cost_per_million_tokens")
+           "cost_per_million_tokens", "host_cpu_ms")
 # Scalar keys of `vllm bench serve --save-result` plus those revati bench adds.
 SUMMARY = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
            "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
@@ -72,6 +75,9 @@ def trial_metrics(cfg: Any, summary: dict[str, Any],
     if metrics.get("total_token_throughput"):
         dollars_per_s = gpus * cfg.hardware.price_per_gpu_hour_usd / 3600
         metrics["cost_per_million_tokens"] = dollars_per_s / metrics["total_token_throughput"] * 1e6
+    host = summary.get("revati", {}).get("host_cpu_ms", {})
+    if host.get("before") and host.get("after"):
+        metrics["host_cpu_ms"] = max(host["before"], host["after"])
     return metrics
 
 

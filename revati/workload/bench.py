@@ -24,9 +24,10 @@ from pathlib import Path
 
 from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
-from revati.device.spec import known_hardware
+from revati.device.spec import known_hardware, load_spec
 from revati.engines import ENGINES, vllm
 from revati.engines.common import max_model_len
+from revati.hostspeed import host_cpu_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
 from revati.models.sizing import routing_env
@@ -240,9 +241,24 @@ class EmulatedServer:
         self.num_gpu_blocks: int | None = None
         self.max_model_len: int | None = None
 
+    def host_cpu(self, when: str) -> float:
+        """This host's single-thread speed now (revati.hostspeed), printed beside the GPU
+        node's: CPU work counts in virtual time at this host's speed."""
+        ms = host_cpu_ms(seconds=1.0, warmup_s=0.5)
+        ref = load_spec(self.hardware).host_cpu_ms
+        note = f"host CPU {ms:.1f} ms per repetition {when}"
+        if ref:
+            note += f" (the {self.hardware} node's host: {ref:.1f} ms)"
+            if ms > 1.15 * ref:
+                note += (f": this host runs {ms / ref:.2f}x slower now, so TTFT and CPU-bound "
+                         f"steps read high")
+        print(f"[revati bench] {note}", flush=True)
+        return ms
+
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
+        self.host_cpu_ms_before = self.host_cpu("before the engine starts")
         wall0 = time.monotonic()
         self.cores = host_cores() if self.opts.cores is None else self.opts.cores
         self.dep = Deployment(self.cores)
@@ -311,13 +327,16 @@ class EmulatedServer:
                         client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level)
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
+        after = self.host_cpu("after the load")
         summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine.ENV,
                              "cores": self.cores,
-                             "cpu_contention": vars(self.dep.tk.contention())}
+                             "cpu_contention": vars(self.dep.tk.contention()),
+                             "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
+                                             "gpu_node": load_spec(self.hardware).host_cpu_ms}}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         write_requests_csv(raw, out / "requests.csv")
         return summary

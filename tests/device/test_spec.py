@@ -108,3 +108,10 @@ def test_sustained_power_is_optional_and_checked(tmp_path):
             "throttle_onset": 0.8, "throttle_full": 0.6}))
     flat = flat_lines(load_spec("h200_sxm"))
     assert "power.gemm_slowdown 1.241" in flat and "power.throttle_onset 0.632" in flat
+
+
+def test_the_gpu_nodes_host_cpu_figure_is_optional_and_checked(tmp_path):
+    assert load_spec("h200_sxm").host_cpu_ms == 17.3
+    assert load_spec("variant", _write_variant(tmp_path, host_cpu_ms=None)).host_cpu_ms is None
+    with pytest.raises(SpecError, match="host_cpu_ms"):
+        load_spec("variant", _write_variant(tmp_path, host_cpu_ms=-1))

@@ -28,6 +28,9 @@ def test_derived_metrics(make_cfg, tmp_path):
     price = cfg.hardware.price_per_gpu_hour_usd
     assert m["cost_per_million_tokens"] == pytest.approx(2 * price / 3600 / 2000 * 1e6)
     assert "model_id" not in m and m["num_gpu_blocks"] == 1000
+    assert "host_cpu_ms" not in m
+    host = {"revati": {"host_cpu_ms": {"before": 17.5, "after": 28.0, "gpu_node": 17.3}}}
+    assert trial_metrics(cfg, SUMMARY | host, None)["host_cpu_ms"] == 28.0
 
 
 def test_goodput_needs_requests(make_cfg, tmp_path):
