@@ -39,7 +39,7 @@ def child(forwards: int) -> None:
     calls = []  # (launch, shape or None) in launch order, one forward per e2e case
     for (arch, case), g in kernels.groupby(["arch", "case"]):
         a = e2e.ARCHS[str(arch)]
-        b, q, kv = next(c[1:] for c in e2e.CASES if c[0] == case)
+        b, q, kv = e2e.CASES[case]
         for row in g.sort_values("position").to_dict("records"):
             shape = (F.AttnShape(b, q, kv, a.heads, a.kv_heads, a.head_dim)
                      if row["family"] == "attention" else None)

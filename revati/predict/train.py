@@ -318,7 +318,7 @@ def e2e_check(profile: HardwareProfile, models: Models,
     cases: dict[str, object] = {}
     for arch in kernels.arch.unique():
         a = e2e.ARCHS[arch]
-        for case, b, q_len, kv_len in e2e.CASES:
+        for case, (b, q_len, kv_len) in e2e.CASES.items():
             g = kernels[(kernels.arch == arch) & (kernels.case == case)]
             if g.empty:
                 continue
