@@ -2,7 +2,8 @@
  * real one through its RPATH).
  *
  * Communicators span processes through one shared-memory segment per communicator, named
- * in the ncclUniqueId that the application passes from rank 0 to the others. A collective
+ * in the ncclUniqueId that the application passes from rank 0 to the others (the name is
+ * removed once every rank has mapped the segment). A collective
  * (or a send/recv pair) is a rendezvous: each rank posts the virtual time at which its
  * stream can start the operation, and the operation completes at the latest arrival plus
  * its predicted duration (rv_predict_ns, RV_OP_COLLECTIVE), on every rank's stream. No data
@@ -55,7 +56,6 @@ struct slot {
 };
 struct segment {
     _Atomic int init_state;  /* 0: fresh (ftruncate zeroes), 1: initialising, 2: ready */
-    _Atomic int attached;
     pthread_mutex_t lock;    /* process-shared */
     sem_t wake[MAX_RANKS];   /* process-shared: rank r sleeps on wake[r] */
     struct slot coll[COLL_SLOTS];
@@ -91,7 +91,6 @@ static struct segment *attach(const char *name) {
         atomic_store(&s->init_state, 2);
     }
     while (atomic_load(&s->init_state) != 2) sched_yield();
-    atomic_fetch_add(&s->attached, 1);
     return s;
 }
 
@@ -304,6 +303,9 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const char *name, int
                    .peer = -1, .name = "ncclCommInitRank"};
     post(&o, rv_now_ns());
     await(&o);
+    /* every rank has mapped the segment: its name is not needed any more, and removing it
+     * now leaves nothing in /dev/shm when ranks are killed without destroying it */
+    if (rank == 0) shm_unlink(name);
     *out = c;
     return ncclSuccess;
 }
@@ -332,12 +334,12 @@ EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
     memcpy(&i, &id, sizeof i);
     struct segment *seg = attach(i.name);
     if (!seg) return ncclSystemError;
+    shm_unlink(i.name); /* mapped by the only process that will use it */
     for (int r = 0; r < ndev; r++) {   /* one process holds every rank: no init rendezvous */
         struct comm *c = calloc(1, sizeof *c);
         *c = (struct comm){.magic = COMM_MAGIC, .seg = seg, .rank = r, .nranks = ndev,
                            .device = devlist ? devlist[r] : r, .coll_seq = 1};
         snprintf(c->name, sizeof c->name, "%s", i.name);
-        if (r) atomic_fetch_add(&seg->attached, 1);
         comms[r] = c;
     }
     return ncclSuccess;
@@ -346,7 +348,6 @@ EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
 static ncclResult_t release(ncclComm_t c) {
     if (!c || c->magic != COMM_MAGIC) return ncclInvalidArgument;
     c->magic = 0;
-    if (atomic_fetch_sub(&c->seg->attached, 1) == 1) shm_unlink(c->name);
     return ncclSuccess;
 }
 EXPORT ncclResult_t ncclCommDestroy(ncclComm_t c) { return release(c); }

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -36,9 +37,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ranks(emulated, body: str, world: int) -> list[dict]:
+def ranks(emulated, body: str, world: int, epilogue: str = EPILOGUE) -> list[dict]:
     script = emulated.workdir / "rank.py"
-    script.write_text(PRELUDE + body + EPILOGUE)
+    script.write_text(PRELUDE + body + epilogue)
     port = str(free_port())
     procs = [subprocess.Popen(
         [sys.executable, str(script)], cwd=emulated.workdir, text=True,
@@ -52,6 +53,18 @@ def ranks(emulated, body: str, world: int) -> list[dict]:
         assert p.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     return results
+
+
+def test_ranks_killed_without_destroying_leave_no_segment(emulated):
+    """A communicator's shared-memory name is removed once every rank has joined, so ranks
+    that die without destroying it (SIGKILL at the end of a run) leave nothing behind."""
+    out = ranks(emulated, "", 2, epilogue="""
+print(json.dumps({"pid": os.getpid()}), flush=True)
+os._exit(0)
+""")
+    left = [f for f in os.listdir("/dev/shm")
+            if any(f.startswith(f"revati-nccl-{o['pid']}-") for o in out)]
+    assert left == []
 
 
 def test_collective_completes_at_the_latest_arrival(emulated):
