@@ -146,58 +146,6 @@ def test_a_wait_the_shim_does_not_wrap_does_not_freeze_the_clock() -> None:
     assert r.json()["got_lock_after"] == pytest.approx(5, abs=0.1)
 
 
-def test_a_condition_signalled_while_the_waiter_retakes_the_mutex_is_not_lost() -> None:
-    """A signal sent after the signaller unlocks (as gloo does) can land while the waiter is
-    out of the condition's queue (woken early by the shim, re-taking the mutex): the waiter
-    must return to re-check its predicate then, not wait on until its own deadline (which
-    stalled gloo's collectives until their timeout)."""
-    r = run_py("""
-        import ctypes, json, threading, time
-        libc = ctypes.CDLL(None)
-        mutex, cond = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
-        flag = ctypes.c_int(0)
-
-        class Timespec(ctypes.Structure):
-            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-        ROUNDS, TIMEOUT_S, late = 3000, 5.0, []
-
-        def waiter():
-            for i in range(ROUNDS):
-                libc.pthread_mutex_lock(mutex)
-                t0 = time.monotonic()
-                end = t0 + TIMEOUT_S
-                ts = Timespec(int(end), int(end % 1 * 1e9))
-                while not flag.value:
-                    if libc.pthread_cond_clockwait(cond, mutex, 1, ctypes.byref(ts)) != 0:
-                        break
-                if time.monotonic() - t0 > TIMEOUT_S / 2:
-                    late.append(i)
-                flag.value = 0
-                libc.pthread_mutex_unlock(mutex)
-
-        w = threading.Thread(target=waiter)
-        w.start()
-        for _ in range(ROUNDS):
-            end = time.perf_counter() + 0.001  # ~1 ms of work before each signal
-            while time.perf_counter() < end:
-                pass
-            libc.pthread_mutex_lock(mutex)
-            flag.value = 1
-            libc.pthread_mutex_unlock(mutex)
-            libc.pthread_cond_signal(cond)
-            while flag.value:
-                time.sleep(0)
-        w.join()
-        print(json.dumps({"late": late}))
-    """, timeout=300)
-    assert r.returncode == 0, r.stderr
-    out = r.json()
-    # a lost signal shows as a round that waited for its 5 s timeout; the total itself is
-    # ~3,000 x 1 ms of real work and grows with the host's load, so it is not checked
-    assert out["late"] == [], out
-
-
 _PTHREAD_WAITS = """
     import ctypes, json, threading, time
     libc = ctypes.CDLL(None)
@@ -211,7 +159,7 @@ _PTHREAD_WAITS = """
         return ctypes.byref(Timespec(int(end), int(end % 1 * 1e9)))
 
     def cond_wait(seconds):
-        \"\"\"(virtual seconds until ETIMEDOUT, times pthread_cond_clockwait returned)\"\"\"
+        # (virtual seconds until ETIMEDOUT, times pthread_cond_clockwait returned)
         mutex, cond = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
         libc.pthread_mutex_lock(mutex)
         a, ts, returns = time.monotonic(), deadline(seconds), 1
@@ -220,6 +168,50 @@ _PTHREAD_WAITS = """
         libc.pthread_mutex_unlock(mutex)
         return time.monotonic() - a, returns
 """
+
+
+def test_a_condition_signalled_while_the_waiter_retakes_the_mutex_is_not_lost() -> None:
+    """A signal sent after the signaller unlocks (as gloo does) can land while the waiter is
+    out of the condition's queue (woken early by the shim, re-taking the mutex): the waiter
+    must return to re-check its predicate then, not wait on until its own deadline (which
+    stalled gloo's collectives until their timeout)."""
+    r = run_py(_PTHREAD_WAITS + """
+    mutex, cond = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+    flag = ctypes.c_int(0)
+    ROUNDS, TIMEOUT_S, late = 3000, 5.0, []
+
+    def waiter():
+        for i in range(ROUNDS):
+            libc.pthread_mutex_lock(mutex)
+            t0, ts = time.monotonic(), deadline(TIMEOUT_S)
+            while not flag.value:
+                if libc.pthread_cond_clockwait(cond, mutex, CLOCK_MONOTONIC, ts) != 0:
+                    break
+            if time.monotonic() - t0 > TIMEOUT_S / 2:
+                late.append(i)
+            flag.value = 0
+            libc.pthread_mutex_unlock(mutex)
+
+    w = threading.Thread(target=waiter)
+    w.start()
+    for _ in range(ROUNDS):
+        end = time.perf_counter() + 0.001  # ~1 ms of work before each signal
+        while time.perf_counter() < end:
+            pass
+        libc.pthread_mutex_lock(mutex)
+        flag.value = 1
+        libc.pthread_mutex_unlock(mutex)
+        libc.pthread_cond_signal(cond)
+        while flag.value:
+            time.sleep(0)
+    w.join()
+    print(json.dumps({"late": late}))
+    """, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    # a lost signal shows as a round that waited for its 5 s timeout; the total itself is
+    # ~3,000 x 1 ms of real work and grows with the host's load, so it is not checked
+    assert out["late"] == [], out
 
 
 def test_a_jump_to_a_condition_waits_deadline_wakes_it_there() -> None:
