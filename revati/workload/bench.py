@@ -225,6 +225,7 @@ class EmulatedServer:
         except UnknownModelError as e:
             raise BenchError(str(e)) from e
         self.hardware = resolve_hardware(opts.hardware)
+        self.gpu_node_cpu_ms = load_spec(self.hardware).host_cpu_ms
         self.opts = opts
         self.port = free_port(opts.port)
         self.out = opts.out.resolve()
@@ -245,7 +246,7 @@ class EmulatedServer:
         """This host's single-thread speed now (revati.hostspeed), printed beside the GPU
         node's: CPU work counts in virtual time at this host's speed."""
         ms = host_cpu_ms(seconds=1.0, warmup_s=0.5)
-        ref = load_spec(self.hardware).host_cpu_ms
+        ref = self.gpu_node_cpu_ms
         note = f"host CPU {ms:.1f} ms per repetition {when}"
         if ref:
             note += f" (the {self.hardware} node's host: {ref:.1f} ms)"
@@ -336,7 +337,7 @@ class EmulatedServer:
                              "cores": self.cores,
                              "cpu_contention": vars(self.dep.tk.contention()),
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
-                                             "gpu_node": load_spec(self.hardware).host_cpu_ms}}
+                                             "gpu_node": self.gpu_node_cpu_ms}}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         write_requests_csv(raw, out / "requests.csv")
         return summary
