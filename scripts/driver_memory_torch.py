@@ -5,6 +5,8 @@ torch's stream pool, raw streams, and the first launches of PyTorch kernels.
     python3 scripts/driver_memory_torch.py kernels   # one PyTorch kernel after another
     python3 scripts/driver_memory_torch.py first NAME  # one of KERNELS alone, after randn
     python3 scripts/driver_memory_torch.py priority  # raw streams with priorities
+    python3 scripts/driver_memory_torch.py gemms     # cuBLAS: Llama-3.1-8B's GEMMs by tokens
+    python3 scripts/driver_memory_torch.py allocs    # cudaMalloc of small sizes, then frees
 
 Each prints one line "RESULT {json}": after every step, the device memory in use that torch's
 allocator did not reserve. Run it on a real GPU and under `revati run --hardware h200_sxm` to
@@ -96,8 +98,50 @@ def priority() -> dict[str, float]:
     return out
 
 
+def gemms() -> dict[str, float]:
+    """cuBLAS's first GEMM (its handle and workspace), then Llama-3.1-8B's linear layers and
+    LM head (bf16) at the token counts of vLLM's profiling run (8,192) and its small batches:
+    what the kernels cuBLAS picks for each shape take when they first run."""
+    layers = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
+              "down": (4096, 14336), "lm_head": (128256, 4096)}
+    bf16 = {"device": "cuda", "dtype": torch.bfloat16}
+    weights = [torch.randn(o, i, **bf16) for o, i in layers.values()]
+    x = torch.randn(64, 64, **bf16)
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    out = {"start": nontorch()}
+    x @ x
+    torch.cuda.synchronize()
+    out["first_gemm"] = nontorch()
+    for m in (8192, 1, 8, 64, 256, 512):
+        for w in weights:
+            torch.nn.functional.linear(torch.randn(m, w.shape[1], **bf16), w)
+        torch.cuda.synchronize()
+        out[f"tokens_{m}"] = nontorch()
+    return out
+
+
+def allocs() -> dict[str, float]:
+    """cudaMalloc outside torch's allocator (as cuBLAS does for its handle): whether small
+    allocations each take memory of their own or share the driver's 2 MiB pages."""
+    torch.empty(1, device="cuda")
+    rt = cudart()
+    out, held = {"start": nontorch()}, []
+    for size in (512, 4096, 100 << 10, 100 << 10, 1 << 20, 1 << 20, 1536 << 10, 3 << 20,
+                 (64 << 20) + (200 << 10), 200 << 10):
+        p = ctypes.c_void_p()
+        assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+        held.append(p)
+        out[f"{len(held)}_malloc_{size}"] = nontorch()
+    for p in held[:4]:
+        assert rt.cudaFree(p) == 0
+    out["freed_first_4"] = nontorch()
+    return out
+
+
 if __name__ == "__main__":
-    probes = {"streams": streams, "kernels": kernels, "priority": priority}
+    probes = {"streams": streams, "kernels": kernels, "priority": priority, "gemms": gemms,
+              "allocs": allocs}
     if len(sys.argv) == 3 and sys.argv[1] == "first":
         names = list(_steps(torch.empty(0)))
         if sys.argv[2] not in names:

@@ -17,9 +17,19 @@
 #define RV_ALIGN 512u
 #define RV_REAL_DATA_LIMIT (64u << 20)
 
-/* ---- per-device heap: first fit over an address-ordered block list ------------------ */
-struct block { uintptr_t start; size_t size; bool free; struct block *next; };
-struct heap { char *base; size_t size; size_t used; struct block *blocks; };
+/* ---- per-device heap: first fit over an address-ordered block list ------------------
+ * What an allocation costs the device is not its size: the H200's driver (cudaMalloc outside
+ * torch, scripts/driver_memory_torch.py allocs) took 2 MiB for a first allocation of 512
+ * bytes, then nothing for 4 KiB, 100 KiB, 100 KiB and 1 MiB more; 2 MiB for a second 1 MiB
+ * and for 1.5 MiB (each no longer fitting a page begun before), 4 MiB for 3 MiB, 66 MiB for
+ * 64.2 MiB (cuBLAS's handle: the shim had charged 64.2) and nothing for 200 KiB. So
+ * allocations of 2 MiB or more take whole 2 MiB pages, and smaller ones share pages, each
+ * going to the first page it still fits in; a page is given back when nothing is left in it.
+ * `used` counts what the pages cost. */
+#define RV_PAGE ((size_t)2 << 20)
+struct page { size_t used; struct page *next; };
+struct block { uintptr_t start; size_t size; bool free; struct page *page; struct block *next; };
+struct heap { char *base; size_t size; size_t used; struct block *blocks; struct page *pages; };
 static struct heap g_heap[RV_MAX_GPUS];
 static pthread_mutex_t g_mem_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -35,7 +45,7 @@ static bool heap_init(int dev) {
     h->base = p;
     h->size = size;
     h->blocks = calloc(1, sizeof *h->blocks);
-    *h->blocks = (struct block){(uintptr_t)p, size, true, NULL};
+    *h->blocks = (struct block){(uintptr_t)p, size, true, NULL, NULL};
     return true;
 }
 
@@ -49,38 +59,52 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  * in a fresh process (scripts/driver_memory.py; data in docs/validation/driver_memory/):
  * - kernel code, when a kernel first runs (loading a module takes nothing: lazy loading):
  *   max(3 KiB, 16/15 of its .text + 1,475 bytes) per kernel, from a pool that grows in 2 MiB
- *   steps (400 copies of kernels with 8.4, 33 and 131 KB of code: 4, 14 and 54 MiB;
- *   2,000 one-kernel modules of 384 bytes of code: 6 MiB);
- * - executable graphs: 112 KiB a graph (500 one-node graphs: 54 MiB) and its nodes, by the
- *   size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up to 1 KiB of
- *   parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB), 786 bytes more for
- *   a kernel launched with programmatic dependent launch (cuBLASLt's split-K reduction, 224
- *   bytes of parameters: 16,000 nodes of it and its GEMM took 46 MiB, 22 beyond the GEMMs),
- *   as much as a small kernel for a copy (16 KiB) or a memset of 8 KiB or more, and nothing for
- *   a memset of up to 4 KiB (8,000 of them, alone or between kernels:
- *   scripts/driver_memory_graphs.py), from a pool
- *   growing in 2 MiB steps that keeps a destroyed graph's memory for the next one
- *   (re-instantiating took nothing, destroying gave nothing back);
- * - streams: 552 KiB each, from a pool that starts with 1 MiB free and grows in 2 MiB steps
- *   (1, 2, 3, 35, 67 streams: 0, 2, 2, 18, 36 MiB; torch's pool of 4 x 32 streams: 68, and
- *   its first graph the pool's first 2 MiB step: the 70 MiB once taken for the first graph);
- * - device-side system calls: 90 MiB once, when the first kernel of a module that calls
+ *   steps and starts empty (torch's first kernel, randn's, took 2 MiB; 400 copies of kernels
+ *   with 8.4, 33 and 131 KB of code: 4, 14 and 54 MiB; 2,000 one-kernel modules of 384 bytes
+ *   of code: 6 MiB; Llama-3.1-8B's cuBLAS GEMMs at 8,192 to 256 tokens fit what was left,
+ *   the 512-token ones took a step);
+ * - executable graphs, from three pools that each grow in 2 MiB steps and keep a destroyed
+ *   graph's memory for the next one (re-instantiating took nothing, destroying gave nothing
+ *   back): 64 KiB a graph from one that starts with 512 KiB free, 48 KiB a graph from one
+ *   that streams share and that starts with 1,720 KiB free (one-node graphs after torch's
+ *   stream pool grow them at the 9th, 41st, 73rd... and at the 36th, 79th, 122nd... graph:
+ *   scripts/driver_memory_graph_pools.py), and the nodes from one that starts with 2 MiB
+ *   free, by the size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up
+ *   to 1 KiB of parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB; graphs
+ *   of 10-100 nodes took ~10 % less a node), 786 bytes more for a kernel launched with
+ *   programmatic dependent launch (cuBLASLt's split-K reduction, 224 bytes of parameters:
+ *   16,000 nodes of it and its GEMM took 46 MiB, 22 beyond the GEMMs), as much as a small
+ *   kernel for a copy (16 KiB) or a memset of 8 KiB or more, and nothing for a memset of up
+ *   to 4 KiB (8,000 of them, alone or between kernels: scripts/driver_memory_graphs.py).
+ *   Where each pool starts decides which of vLLM's profiling captures pays a step: two
+ *   captures of 35 ten-node graphs and two of a 450-node one took 2, 4, 2 and 0 MiB on the
+ *   H200, and under a single pool of 112 KiB a graph that started empty 6, 4, 2 and 0;
+ * - streams: 504 KiB each from a pool that starts with 768 KiB free, and 48 KiB from the
+ *   pool that graphs take 48 KiB from (1, 2, 3, 35, 67 streams: 0, 2, 2, 18, 36 MiB; 8 and
+ *   then torch's pool of 4 x 32 streams: 4 and 70; 8 streams made before one-node graphs
+ *   moved that pool's steps 8 graphs earlier);
+ * - device-side system calls: 90 MiB once, and 1,664 KiB of the code pool (what was left of
+ *   its first step for the kernels above), when the first kernel of a module that calls
  *   assert, printf or malloc (EIATTR_EXTERNS) runs, whichever kernel of it that is (PyTorch's
  *   fill, copy, mul, sum and index_select each took it alone in a fresh process, none of them
  *   after another; softmax's and randn's modules call none and took nothing);
  * - thread stacks: 264 MiB per KiB of per-thread stack above the default 1 KiB (one stack
  *   per resident thread: 132 SMs x 2,048 threads), returned when the limit goes down. */
 #define RV_DRIVER_STEP ((size_t)2 << 20)
-#define RV_GRAPH_BYTES ((size_t)112 << 10)
-#define RV_STREAM_BYTES ((size_t)552 << 10)
+#define RV_GRAPH_BYTES ((size_t)64 << 10)
+#define RV_OBJECT_BYTES ((size_t)48 << 10)   /* a graph's or a stream's share of one pool */
+#define RV_GRAPH_POOL_START ((size_t)512 << 10)
+#define RV_OBJECT_POOL_START ((size_t)1720 << 10)
+#define RV_NODE_POOL_START RV_DRIVER_STEP
+#define RV_STREAM_BYTES ((size_t)504 << 10)
 #define RV_SYSCALL_BYTES ((size_t)90 << 20)
-#define RV_CODE_POOL_START ((size_t)256 << 10)   /* between 192 and 600 KB were free */
-#define RV_STREAM_POOL_START ((size_t)1 << 20)
+#define RV_SYSCALL_CODE_BYTES ((size_t)1664 << 10)
+#define RV_STREAM_POOL_START ((size_t)768 << 10)
 struct driver_pool { size_t free; bool started; };
 static size_t g_driver[RV_MAX_GPUS];
 static bool g_syscalls[RV_MAX_GPUS];
 static struct driver_pool g_code_pool[RV_MAX_GPUS], g_graph_pool[RV_MAX_GPUS],
-    g_stream_pool[RV_MAX_GPUS];
+    g_object_pool[RV_MAX_GPUS], g_node_pool[RV_MAX_GPUS], g_stream_pool[RV_MAX_GPUS];
 
 /* Take bytes from one of the driver's pools (growing it in 2 MiB steps), or give them back to
  * it for reuse: the driver keeps what it grew. `start`: what the pool holds free at first. */
@@ -102,7 +126,7 @@ static void pool_use(struct driver_pool *p, size_t start, int dev, size_t bytes,
 
 void rv_driver_code(int dev, int text_bytes) {
     size_t bytes = (size_t)text_bytes * 16 / 15 + 1475;
-    pool_use(&g_code_pool[dev], RV_CODE_POOL_START, dev, bytes > 3072 ? bytes : 3072, true);
+    pool_use(&g_code_pool[dev], 0, dev, bytes > 3072 ? bytes : 3072, true);
 }
 
 #define RV_PDL_NODE_BYTES 786
@@ -120,18 +144,23 @@ size_t rv_graph_node_bytes(const struct rv_launch *l, int param_bytes, bool pdl)
 }
 
 void rv_driver_graph(int dev, size_t node_bytes, bool instantiate) {
-    pool_use(&g_graph_pool[dev], 0, dev, RV_GRAPH_BYTES + node_bytes, instantiate);
+    pool_use(&g_graph_pool[dev], RV_GRAPH_POOL_START, dev, RV_GRAPH_BYTES, instantiate);
+    pool_use(&g_object_pool[dev], RV_OBJECT_POOL_START, dev, RV_OBJECT_BYTES, instantiate);
+    pool_use(&g_node_pool[dev], RV_NODE_POOL_START, dev, node_bytes, instantiate);
 }
 
 void rv_driver_stream(int dev, bool create) {
     pool_use(&g_stream_pool[dev], RV_STREAM_POOL_START, dev, RV_STREAM_BYTES, create);
+    pool_use(&g_object_pool[dev], RV_OBJECT_POOL_START, dev, RV_OBJECT_BYTES, create);
 }
 
 void rv_driver_syscalls(int dev) {
     pthread_mutex_lock(&g_mem_lock);
-    if (!g_syscalls[dev]) g_driver[dev] += RV_SYSCALL_BYTES;
+    bool first = !g_syscalls[dev];
+    if (first) g_driver[dev] += RV_SYSCALL_BYTES;
     g_syscalls[dev] = true;
     pthread_mutex_unlock(&g_mem_lock);
+    if (first) pool_use(&g_code_pool[dev], 0, dev, RV_SYSCALL_CODE_BYTES, true);
 }
 
 void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes) {
@@ -149,13 +178,48 @@ void rv_driver_stack(int dev, size_t from_bytes, size_t to_bytes) {
 /* Device memory in use: allocations plus the driver's own. */
 static size_t in_use(int dev) { return g_heap[dev].used + g_driver[dev]; }
 
+static size_t pages_of(size_t size) { return (size + RV_PAGE - 1) / RV_PAGE * RV_PAGE; }
+
+/* Charge an allocation of sz bytes: whole pages, or room in a shared page (returned). */
+static struct page *charge(struct heap *h, size_t sz) {
+    if (sz >= RV_PAGE) {
+        h->used += pages_of(sz);
+        return NULL;
+    }
+    struct page **at = &h->pages;
+    while (*at && (*at)->used + sz > RV_PAGE) at = &(*at)->next;
+    if (!*at) {
+        *at = calloc(1, sizeof **at);
+        h->used += RV_PAGE;
+    }
+    (*at)->used += sz;
+    return *at;
+}
+
+static void uncharge(struct heap *h, struct block *b) {
+    if (!b->page) {
+        h->used -= pages_of(b->size);
+        return;
+    }
+    struct page *page = b->page;
+    b->page = NULL;
+    if ((page->used -= b->size) > 0) return;
+    for (struct page **at = &h->pages; *at; at = &(*at)->next)
+        if (*at == page) {
+            *at = page->next;
+            free(page);
+            h->used -= RV_PAGE;
+            break;
+        }
+}
+
 CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev) {
     if (!dp) return CUDA_ERROR_INVALID_VALUE;
     if (!size) return CUDA_ERROR_INVALID_VALUE;
     size_t sz = (size + RV_ALIGN - 1) & ~(size_t)(RV_ALIGN - 1);
     pthread_mutex_lock(&g_mem_lock);
     struct heap *h = &g_heap[dev];
-    if (!heap_init(dev) || in_use(dev) + sz > capacity()) {
+    if (!heap_init(dev) || in_use(dev) + pages_of(sz) > capacity()) {
         pthread_mutex_unlock(&g_mem_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -163,12 +227,12 @@ CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev) {
         if (!b->free || b->size < sz) continue;
         if (b->size > sz) {
             struct block *rest = calloc(1, sizeof *rest);
-            *rest = (struct block){b->start + sz, b->size - sz, true, b->next};
+            *rest = (struct block){b->start + sz, b->size - sz, true, NULL, b->next};
             b->next = rest;
             b->size = sz;
         }
         b->free = false;
-        h->used += sz;
+        b->page = charge(h, sz);
         *dp = (CUdeviceptr)b->start;
         pthread_mutex_unlock(&g_mem_lock);
         return CUDA_SUCCESS;
@@ -202,7 +266,7 @@ static struct block *find_block(uintptr_t p, int dev) {
     struct import *i = find_import(p);   /* an import reads as one block */
     static __thread struct block view;
     if (!i) return NULL;
-    view = (struct block){i->base, i->size, false, NULL};
+    view = (struct block){i->base, i->size, false, NULL, NULL};
     return &view;
 }
 
@@ -221,7 +285,7 @@ CUresult rv_dev_free(CUdeviceptr dp) {
     for (struct block *b = dev >= 0 ? g_heap[dev].blocks : NULL; b; prev = b, b = b->next) {
         if (b->free || b->start != dp) continue;
         b->free = true;
-        g_heap[dev].used -= b->size;
+        uncharge(&g_heap[dev], b);
         drop_pages(b->start, b->size);
         if (b->next && b->next->free) {
             struct block *n = b->next;

@@ -154,7 +154,7 @@ print(json.dumps({"same": back.raw == data, "total": total.value, "free0": free0
     assert out["same"]
     assert out["total"] == load_spec("h200_sxm").memory_bytes
     assert out["free0"] == out["total"] - load_spec("h200_sxm").context_reserved_bytes
-    assert out["used"] == 1 << 20
+    assert out["used"] == 2 << 20  # the first small allocation opens a 2 MiB page
     assert out["oom"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
 
 
@@ -462,7 +462,7 @@ def test_driver_memory_lowers_free_memory_as_on_the_h200(emulated, tmp_path):
     """What the real driver allocates for itself (measured on the H200, cuda_memory.c): deeper
     thread stacks (264 MiB per KiB), a kernel's code when it first runs, 90 MiB once for the
     first kernel of a module that calls assert (whichever kernel of it), 552 KiB a stream,
-    and each graph and its nodes from a pool that keeps a destroyed graph's memory."""
+    and each graph and its nodes from pools that keep a destroyed graph's memory."""
     import subprocess
 
     (tmp_path / "k.cu").write_text(KERNELS)
@@ -535,15 +535,52 @@ print(json.dumps({{"steps": steps, "frame": frame.value}}))
     assert steps["stack 2 KiB"] == 264 and steps["stack back to 1 KiB"] == 0
     assert steps["module loaded"] == 0  # lazy loading: code goes to the GPU when it runs
     assert out["frame"] > 1024  # deeper than the default stack
-    assert steps["deep kernel launched"] == (out["frame"] - 1024) * threads / (1 << 20)
+    # the context's first kernel: its stack, and the code pool's first 2 MiB step
+    assert steps["deep kernel launched"] == (out["frame"] - 1024) * threads / (1 << 20) + 2
     assert steps["kernel of a module with assert"] == 90  # its code fit the code pool
     assert steps["then another's asserting kernel"] == 90  # once per context
-    # 552 KiB a stream after 1 MiB that was free, in 2 MiB steps: 18 MiB as on the H200
+    # 504 + 48 KiB a stream from pools with 768 and 1,720 KiB free: 18 MiB as on the H200
     assert steps["35 streams"] == 18 and steps["destroyed, one more"] == 18
-    assert steps["first graph"] == 18 + 2  # the graph pool's first step
-    # 112 KiB + 4,000 nodes of 2,097 bytes: 8.1 MB, in 2 MiB steps beyond the first one
-    assert steps["4,000-node graph"] == 20 + 8
-    assert steps["destroyed"] == steps["again"] == 28  # kept by the driver, then reused
+    assert steps["first graph"] == 18  # 64 + 48 KiB and its node fit what the pools hold
+    # 4,000 nodes of 2,097 bytes: 8.0 MiB, 2 MiB of it free in the node pool: 4 steps
+    assert steps["4,000-node graph"] == 18 + 8
+    assert steps["destroyed"] == steps["again"] == 26  # kept by the driver, then reused
+
+
+def test_graphs_and_small_allocations_take_pages_where_the_h200_did(emulated):
+    """Measured on the H200 (scripts/driver_memory_graph_pools.py, scripts/driver_memory_torch.py
+    allocs; docs/validation/driver_memory/README.md): after torch's pool of 128 streams, one-node
+    graphs grow the driver's memory at the 9th, 36th and 41st graph (pools of 64 and 48 KiB a
+    graph with 512 and 1,720 KiB free); 8 streams more take the 48 KiB pool's share (its step
+    comes at the 28th graph); allocations under 2 MiB share 2 MiB pages."""
+    body = """
+init()
+def free():
+    f, t = ctypes.c_size_t(), ctypes.c_size_t()
+    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
+    return f.value
+fn = kernel()
+s = [stream() for _ in range(STREAMS)][0]
+graphs, last = [], free()
+for i in range(45):
+    g, ge = c(), c()
+    ok(cu.cuStreamBeginCapture_v2(s, 0))
+    launch(fn, s)
+    ok(cu.cuStreamEndCapture(s, ctypes.byref(g)))
+    ok(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)))
+    if free() != last:
+        graphs.append(i + 1)
+    last = free()
+allocs, before = [], free()
+for size in (512, 4096, 100 << 10, 1 << 20, 1 << 20, 1536 << 10, 3 << 20, 200 << 10):
+    ok(cu.cuMemAlloc_v2(ctypes.byref(c()), ctypes.c_size_t(size)))
+    allocs.append((before - free()) / (1 << 20))
+print(json.dumps({"graphs": graphs, "allocs": allocs}))
+"""
+    out = driver(emulated, body.replace("STREAMS", "128"))
+    assert out["graphs"] == [9, 36, 41]
+    assert out["allocs"] == [2, 2, 2, 2, 4, 6, 10, 10]
+    assert driver(emulated, body.replace("STREAMS", "136"))["graphs"] == [9, 28, 41]
 
 
 def test_graph_nodes_cost_the_driver_what_they_cost_on_the_h200(emulated):
@@ -577,7 +614,7 @@ def graph(n, queue):
     ok(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)))
 def memset(size):
     return lambda: ok(cu.cuMemsetD8Async(buf, 0, ctypes.c_size_t(size), s))
-graph(1, lambda: launch(fn, s))   # the graph pool's first step
+graph(1, lambda: launch(fn, s))   # a first graph, as before the probes on the H200
 steps, before = {}, free()
 for name, queue in (("4 KiB memsets", memset(4096)), ("8 KiB memsets", memset(8192)),
                     ("kernels with PDL", lambda: ok(cu.cuLaunchKernelEx(ctypes.byref(config),
@@ -587,7 +624,7 @@ for name, queue in (("4 KiB memsets", memset(4096)), ("8 KiB memsets", memset(81
     before = free()
 print(json.dumps(steps))
 """)
-    # 1.98 MiB left in the pool after the first graph; each graph 112 KiB besides its nodes
+    # 1.998 MiB left in the node pool after the first graph
     assert out["4 KiB memsets"] == 0  # a kernel-like node each would have been 8 MiB
     assert out["8 KiB memsets"] == 8  # 4,000 x 2,097 bytes: 8.1 MiB, 1.8 of it free
     assert out["kernels with PDL"] == 10  # 4,000 x 2,883 bytes (without PDL: 8 MiB)
