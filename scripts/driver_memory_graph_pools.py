@@ -1,19 +1,20 @@
-"""Device memory a real CUDA driver takes per executable graph, by how the graphs are
-captured: each in a private torch memory pool (what `scripts/driver_memory.py` measured,
-~112 KiB a graph) or all in one shared pool on a side stream (what vLLM does), with 1 or more
-kernel nodes each, replayed or not.
+"""Where a real CUDA driver's memory for executable graphs grows, graph by graph: graphs
+captured each in a private torch memory pool or all in one shared pool on a side stream
+(what vLLM does), of 1 to 450 kernel nodes, with or without a warm-up graph or extra
+streams before, replayed or not.
 
-vLLM's CUDA-graph memory estimate (docs/validation.md, "KV-cache size") captures 35
-piecewise graphs of ~10 nodes per batch size into one shared pool; the emulator charged them
-at the private-pool rate and its estimate came out 2 MiB steps apart from the H200's. Each
-case runs in a fresh process after a warm-up (the kernel run, one graph: stream pool and
-first steps taken), captures GRAPHS graphs, and records the device memory torch's allocator
-did not reserve after each instantiation (and, with replay, after replaying them all):
+vLLM estimates its CUDA-graph memory from the first and the second capture of each mode
+(docs/validation.md, "KV-cache size"), so which capture pays a 2 MiB step of the driver
+decides the estimate. Each case runs in a fresh process (a kernel run and torch's stream pool
+first), captures GRAPHS graphs, and records after each instantiation the device memory
+torch's allocator did not reserve:
 
     python3 scripts/driver_memory_graph_pools.py                  # every case
-    python3 scripts/driver_memory_graph_pools.py private,1,200    # one case, this process
+    python3 scripts/driver_memory_graph_pools.py shared,1,120,cold  # one case, this process
 
-A case is POOL,NODES,GRAPHS[,replay] with POOL private or shared. Each prints one line
+A case is POOL,NODES,GRAPHS[,cold][,streamsN][,replay] (POOL private or shared; cold: no
+warm-up graph; streamsN: N raw streams made first), or `vllm`: two captures of 35 ten-node
+graphs and two of a 450-node graph, as vLLM's estimate samples them. Each prints one line
 "RESULT {json}": `steps` lists the graph counts at which the non-torch memory grew (and by
 how many MiB). Run it on a real GPU and under `revati run --hardware h200_sxm`.
 """
