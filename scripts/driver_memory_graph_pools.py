@@ -27,9 +27,9 @@ import subprocess
 import sys
 
 import torch
-from driver_memory_torch import cudart  # scripts/: this script's own folder
+from driver_memory_graphs import MIB, nontorch  # scripts/: this script's own folder
+from driver_memory_torch import cudart
 
-MIB = 2**20
 CASES = ["private,1,200", "shared,1,200", "private,10,200", "shared,10,200",
          "shared,10,200,replay", "shared,40,100", "shared,450,8",
          # no warm-up graph: where each pool stands in a fresh context
@@ -37,11 +37,6 @@ CASES = ["private,1,200", "shared,1,200", "private,10,200", "shared,10,200",
          "shared,5,200,cold", "shared,20,120,cold", "shared,100,40,cold", "shared,450,12,cold",
          # vLLM's estimate: two captures of 35 piecewise graphs, two full graphs
          "vllm"]
-
-
-def nontorch() -> int:
-    free, total = torch.cuda.mem_get_info()
-    return total - free - torch.cuda.memory_reserved()
 
 
 def capture(x: torch.Tensor, nodes: int, pool, side, kept: list) -> None:
