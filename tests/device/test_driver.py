@@ -31,6 +31,10 @@ def stream(flags=0):
     s = c()
     ok(cu.cuStreamCreate(ctypes.byref(s), flags))
     return s
+def free():
+    f, t = ctypes.c_size_t(), ctypes.c_size_t()
+    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
+    return f.value
 """
 
 
@@ -472,10 +476,6 @@ def test_driver_memory_lowers_free_memory_as_on_the_h200(emulated, tmp_path):
                         str(tmp_path / f"{name}.cu")], check=True, capture_output=True)
     out = driver(emulated, f"""
 init()
-def free():
-    f, t = ctypes.c_size_t(), ctypes.c_size_t()
-    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
-    return f.value
 mib = 1 << 20
 steps = {{}}
 f0 = free()
@@ -555,10 +555,6 @@ def test_graphs_and_small_allocations_take_pages_where_the_h200_did(emulated):
     comes at the 28th graph); allocations under 2 MiB share 2 MiB pages."""
     body = """
 init()
-def free():
-    f, t = ctypes.c_size_t(), ctypes.c_size_t()
-    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
-    return f.value
 fn = kernel()
 s = [stream() for _ in range(STREAMS)][0]
 graphs, last = [], free()
@@ -591,10 +587,6 @@ def test_graph_nodes_cost_the_driver_what_they_cost_on_the_h200(emulated):
     pool that grows in 2 MiB steps."""
     out = driver(emulated, """
 init()
-def free():
-    f, t = ctypes.c_size_t(), ctypes.c_size_t()
-    ok(cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t)))
-    return f.value
 class Attr(ctypes.Structure):   # CUlaunchAttribute: id, padding, a 64-byte value union
     _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
                 ("rest", ctypes.c_char * 60)]
