@@ -53,8 +53,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cores", type=parse_cores, metavar="N|auto|off",
                    help="CPU-contention correction as for `revati run --cores` (default: "
                    "auto, this host's cores)")
+    add_cpu_dilation(p)
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
     p.set_defaults(func=main)
+
+
+def parse_dilation(value: str) -> float | None:
+    """A --cpu-dilation argument: `auto` (None: measured), `off` (1) or a factor >= 1."""
+    if value == "auto":
+        return None
+    if value == "off":
+        return 1.0
+    try:
+        f = float(value)
+    except ValueError:
+        f = 0.0
+    if not 1.0 <= f <= 100.0:
+        raise argparse.ArgumentTypeError(f"expected auto, off or a factor from 1 to 100, not "
+                                         f"{value!r}")
+    return f
+
+
+def add_cpu_dilation(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpu-dilation", type=parse_dilation, default=None,
+                   metavar="auto|off|F",
+                   help="GPU-driving threads pay F times their CPU time, for a GPU node whose "
+                   "host is slower than this one (default auto: the node's PyTorch dispatch "
+                   "time over this host's, from conf/hardware; docs/timewarp.md)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,7 +93,8 @@ def main(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency, num_warmups=args.num_warmups, seed=args.seed,
         port=args.port,
         ready_timeout_s=args.ready_timeout, engine_python=args.engine_python, out=args.out,
-        engine_args=extra, log_level=args.log_level, cores=args.cores)
+        engine_args=extra, log_level=args.log_level, cores=args.cores,
+        cpu_dilation=args.cpu_dilation)
     try:
         s = run_bench(opts)
     except BenchError as e:

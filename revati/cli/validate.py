@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from revati.cli.bench import add_cpu_dilation
 from revati.engines import ENGINES
 from revati.workload.bench import BenchError, BenchOptions
 from revati.workload.validate import render, validate
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="warm the emulated engine up first, as a real server that had served "
                    "earlier runs was (see revati bench --num-warmups)")
     p.add_argument("--out", type=Path, required=True)
+    add_cpu_dilation(p)
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
     p.set_defaults(func=main)
 
@@ -37,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
     opts = BenchOptions(model=args.model, hardware=args.hardware, engine=args.engine,
                         tp=args.tp, pp=args.pp, engine_python=args.engine_python, out=args.out,
-                        num_warmups=args.num_warmups,
+                        num_warmups=args.num_warmups, cpu_dilation=args.cpu_dilation,
                         engine_args=extra)
     try:
         rows, report = validate(args.real, opts)

@@ -90,6 +90,10 @@ class HardwareSpec:
     # The GPU node's host CPU: `python -m revati.hostspeed` measured there (ms per repetition;
     # None: not measured), to tell how this host's CPU compares (README, known limits)
     host_cpu_ms: float | None = None
+    # The same node's PyTorch operator dispatch (`python -m revati.hostspeed --workload
+    # torch` there): `revati bench` makes GPU-driving threads pay their CPU time at the
+    # node's speed (REVATI_CPU_DILATION, docs/timewarp.md); None: not measured, no dilation
+    host_torch_ms: float | None = None
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -187,9 +191,13 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         emulated_differences={str(k): int(v) for k, v in
                               (raw.get("emulated_differences") or {}).items()},
         sustained_power=_sustained_power(raw.get("sustained_power"), path),
-        host_cpu_ms=(None if raw.get("host_cpu_ms") is None
-                     else _positive(raw["host_cpu_ms"], "host_cpu_ms", path, float)),
+        host_cpu_ms=_optional_positive(raw, "host_cpu_ms", path),
+        host_torch_ms=_optional_positive(raw, "host_torch_ms", path),
     )
+
+
+def _optional_positive(raw: Mapping[str, Any], key: str, path: pathlib.Path) -> float | None:
+    return None if raw.get(key) is None else _positive(raw[key], key, path, float)
 
 
 POWER_KEYS = ("gemm_slowdown", "attention_slowdown", "time_constant_ms", "throttle_onset",

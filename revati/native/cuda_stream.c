@@ -132,6 +132,46 @@ int rv_stream_device(CUstream h) {
     return s ? s->dev : rv_current_dev();
 }
 
+/* ---- the GPU node's host CPU --------------------------------------------------------- */
+/* CPU work counts in virtual time at the speed it runs on this host, but the engine thread
+ * that launches a step's kernels is often slower on a GPU node than here: the H200 node
+ * dispatched PyTorch operators 1.6x slower than the development VM (revati.hostspeed
+ * --workload torch) and took 2x this VM's CPU time for a step that runs outside CUDA graphs
+ * (docs/validation/real-steps/), which then starves its GPU. REVATI_CPU_DILATION=f (>= 1)
+ * makes every thread that drives a GPU pay f times its CPU time: before it queues work or
+ * waits for the GPU, it sleeps (f - 1) x the CPU time it used since its last such call, in
+ * virtual time, so its launches reach the timelines when they would on the slower host.
+ * Only GPU-driving threads pay: an API server or a load generator never calls here. */
+#define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
+static double g_dilation = 1.0;
+static pthread_once_t g_dilation_once = PTHREAD_ONCE_INIT;
+static __thread int64_t t_cpu_seen = -1, t_cpu_debt;
+
+static void read_dilation(void) {
+    const char *v = getenv("REVATI_CPU_DILATION");
+    if (!v || !*v) return;
+    char *end;
+    double f = strtod(v, &end);
+    if (*end || !(f >= 1.0 && f <= 100.0)) {
+        rv_log(RV_ERROR, "REVATI_CPU_DILATION=%s: expected a number from 1 to 100", v);
+        abort();
+    }
+    g_dilation = f;
+}
+
+static void dilate_cpu(void) {
+    pthread_once(&g_dilation_once, read_dilation);
+    if (g_dilation == 1.0) return;
+    int64_t cpu = rv_real_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (t_cpu_seen >= 0) t_cpu_debt += (int64_t)((double)(cpu - t_cpu_seen) * (g_dilation - 1.0));
+    t_cpu_seen = cpu;
+    if (t_cpu_debt < DILATION_MIN_SLEEP_NS) return;
+    int64_t debt = t_cpu_debt;
+    t_cpu_debt = 0;
+    rv_sleep_until(rv_now_ns() + debt, "host CPU speed (REVATI_CPU_DILATION)");
+    t_cpu_seen = rv_real_ns(CLOCK_THREAD_CPUTIME_ID); /* the sleep's own CPU is not work */
+}
+
 /* Earliest virtual time new work on s can start. Holds g_tl. */
 static int64_t ready_time(struct stream *s) {
     int64_t t = max64(rv_now_ns(), s->tail);
@@ -238,6 +278,7 @@ CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
 CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
                            int param_bytes, bool pdl) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    dilate_cpu();
     log_launch(l);
     pthread_mutex_lock(&g_tl);
     struct stream *s = resolve(h);
@@ -286,6 +327,7 @@ CUresult rv_enqueue_transfer(CUstream h, int op, int64_t bytes, int copy_kind, b
 }
 
 CUresult rv_stream_sync(CUstream h, const char *call) {
+    dilate_cpu();
     pthread_mutex_lock(&g_tl);
     struct stream *s = resolve(h);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
@@ -492,6 +534,7 @@ static int64_t device_tail(int dev) {
 }
 CUresult cuCtxSynchronize(void) {
     if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
+    dilate_cpu();
     pthread_mutex_lock(&g_tl);
     int64_t until = device_tail(rv_current_dev());
     pthread_mutex_unlock(&g_tl);
@@ -501,6 +544,7 @@ CUresult cuCtxSynchronize(void) {
 CUresult cuCtxSynchronize_v2(CUcontext c) {
     struct rv_ctx *x = c ? (struct rv_ctx *)c : rv_current_ctx();
     if (!x || x->magic != RV_MAGIC_CTX) return CUDA_ERROR_INVALID_CONTEXT;
+    dilate_cpu();
     pthread_mutex_lock(&g_tl);
     int64_t until = device_tail(x->dev);
     pthread_mutex_unlock(&g_tl);
@@ -531,6 +575,7 @@ CUresult cuEventDestroy_v2(CUevent e) {
 CUresult cuEventRecord(CUevent e, CUstream h) {
     struct event *x = as_event(e);
     if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    dilate_cpu();
     pthread_mutex_lock(&g_tl);
     struct stream *s = resolve(h);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
@@ -554,6 +599,7 @@ CUresult cuEventQuery(CUevent e) {
 CUresult cuEventSynchronize(CUevent e) {
     struct event *x = as_event(e);
     if (!x) return CUDA_ERROR_INVALID_HANDLE;
+    dilate_cpu();
     if (x->recorded) rv_sleep_until(x->t, "cuEventSynchronize");
     return CUDA_SUCCESS;
 }
@@ -702,6 +748,7 @@ CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return as_exec(h) ? rv_check
 CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     struct exec *e = as_exec(h);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
+    dilate_cpu();
     pthread_mutex_lock(&g_tl);
     struct stream *s = resolve(hs);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }

@@ -11,6 +11,8 @@ Derived metrics:
 - host_cpu_ms: this host's single-thread CPU speed (revati.hostspeed, ms per repetition),
   the slower of its measurements before and after the load: CPU work counts in virtual time
   at this speed, so trials run while the host was slow read high TTFT.
+- cpu_dilation: how many times the engine's GPU-driving threads paid their CPU time (the
+  GPU node's PyTorch dispatch time over this host's; docs/timewarp.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 from revati.tune.trial import TrialError
 
 DERIVED = ("num_gpus", "goodput", "goodput_per_gpu", "output_throughput_per_gpu",
-           "cost_per_million_tokens", "host_cpu_ms")
+           "cost_per_million_tokens", "host_cpu_ms", "cpu_dilation")
 # Scalar keys of `vllm bench serve --save-result` plus those revati bench adds.
 SUMMARY = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
            "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
@@ -78,6 +80,9 @@ def trial_metrics(cfg: Any, summary: dict[str, Any],
     host = summary.get("revati", {}).get("host_cpu_ms", {})
     if host.get("before") and host.get("after"):
         metrics["host_cpu_ms"] = max(host["before"], host["after"])
+    dilation = summary.get("revati", {}).get("cpu_dilation", {}).get("factor")
+    if dilation:
+        metrics["cpu_dilation"] = dilation
     return metrics
 
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from revati.device.env import emulated_device_env
 from revati.device.spec import known_hardware, load_spec
 from revati.engines import ENGINES, vllm
 from revati.engines.common import max_model_len
-from revati.hostspeed import host_cpu_ms
+from revati.hostspeed import host_cpu_ms, torch_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
 from revati.models.sizing import routing_env
@@ -77,6 +78,9 @@ class BenchOptions:
     log_level: str = "warn"
     # CPU-contention correction (revati run --cores): None uses this host's cores, 0 is off
     cores: int | None = None
+    # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
+    # measures it (the GPU node's PyTorch dispatch time over this host's), 1.0 is off
+    cpu_dilation: float | None = None
 
 
 def resolve_hardware(name: str) -> str:
@@ -225,7 +229,8 @@ class EmulatedServer:
         except UnknownModelError as e:
             raise BenchError(str(e)) from e
         self.hardware = resolve_hardware(opts.hardware)
-        self.gpu_node_cpu_ms = load_spec(self.hardware).host_cpu_ms
+        spec = load_spec(self.hardware)
+        self.gpu_node_cpu_ms, self.gpu_node_torch_ms = spec.host_cpu_ms, spec.host_torch_ms
         self.opts = opts
         self.port = free_port(opts.port)
         self.out = opts.out.resolve()
@@ -256,10 +261,30 @@ class EmulatedServer:
         print(f"[revati bench] {note}", flush=True)
         return ms
 
+    def cpu_dilation(self) -> dict[str, float | None]:
+        """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "The GPU node's host CPU"):
+        the option's factor, or else the node's PyTorch dispatch time over this host's, timed
+        now with the engine's interpreter; at least 1, since a slower host cannot be sped up."""
+        ref = self.gpu_node_torch_ms
+        if self.opts.cpu_dilation is not None or ref is None:
+            factor = self.opts.cpu_dilation or 1.0
+            return {"factor": factor, "host_torch_ms": None, "gpu_node_torch_ms": ref}
+        try:
+            ms = torch_ms(str(self.python))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            raise BenchError(str(e)) from e
+        factor = round(max(1.0, ref / ms), 3)
+        note = (f"GPU-driving threads pay their CPU time x{factor:.2f}" if ref >= ms else
+                f"this host is {ms / ref:.2f}x slower, so CPU-bound steps read long")
+        print(f"[revati bench] PyTorch dispatch {ms:.1f} ms per repetition here, {ref:.1f} ms on "
+              f"the {self.hardware} node's host: {note}", flush=True)
+        return {"factor": factor, "host_torch_ms": ms, "gpu_node_torch_ms": ref}
+
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
         self.host_cpu_ms_before = self.host_cpu("before the engine starts")
+        self.dilation = self.cpu_dilation()
         wall0 = time.monotonic()
         self.cores = host_cores() if self.opts.cores is None else self.opts.cores
         self.dep = Deployment(self.cores)
@@ -270,6 +295,7 @@ class EmulatedServer:
             env = self.engine.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
                                                      self.device), self.python)
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
+            env["REVATI_CPU_DILATION"] = f"{self.dilation['factor']:.3f}"
             env |= routing_env(load_model(self.model).config)
             self.pid = pid = self.dep.tree.spawn(
                 self.engine.serve_command(self.python, self.folder.model_dir,
@@ -336,6 +362,7 @@ class EmulatedServer:
                              "engine_env": self.engine.ENV,
                              "cores": self.cores,
                              "cpu_contention": vars(self.dep.tk.contention()),
+                             "cpu_dilation": self.dilation,
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
                                              "gpu_node": self.gpu_node_cpu_ms}}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -258,6 +258,35 @@ print(json.dumps({"ms": ms.value, "early": early}))
     assert 20.0 <= out["ms"] < 20.0 + 2.0
 
 
+DILATED = """
+a, b = c(), c()
+ok(cu.cuEventCreate(ctypes.byref(a), 0)); ok(cu.cuEventCreate(ctypes.byref(b), 0))
+ok(cu.cuEventRecord(a, None))
+c0 = time.thread_time()
+while time.thread_time() - c0 < 0.1:  # 100 ms of this thread's CPU
+    pass
+ok(cu.cuEventRecord(b, None)); ok(cu.cuEventSynchronize(b))
+ms = ctypes.c_float()
+ok(cu.cuEventElapsedTime_v2(ctypes.byref(ms), a, b))
+print(json.dumps({"ms": ms.value}))
+"""
+
+
+@pytest.mark.parametrize("dilation", ["", "2", "3.5"])
+def test_cpu_dilation_makes_a_gpu_thread_pay_its_cpu_time_that_many_times(emulated, dilation):
+    out = timed(emulated, DILATED, REVATI_CPU_DILATION=dilation)
+    factor = float(dilation or 1)
+    assert 100 * factor <= out["ms"] < 100 * factor + 50
+
+
+@pytest.mark.parametrize("bad", ["0.5", "fast", "1.5x"])
+def test_cpu_dilation_rejects_what_it_cannot_apply(emulated, bad):
+    proc = emulated.run(PRELUDE + "init()\nfn = kernel()\nlaunch(fn)\n", check=False,
+                        REVATI_CPU_DILATION=bad)
+    assert proc.returncode != 0
+    assert f"REVATI_CPU_DILATION={bad}: expected a number from 1 to 100" in proc.stderr
+
+
 def test_graph_replay_queues_the_captured_kernels(emulated):
     out = timed(emulated, """
 s = stream()

@@ -110,8 +110,9 @@ def test_sustained_power_is_optional_and_checked(tmp_path):
     assert "power.gemm_slowdown 1.241" in flat and "power.throttle_onset 0.632" in flat
 
 
-def test_the_gpu_nodes_host_cpu_figure_is_optional_and_checked(tmp_path):
-    assert load_spec("h200_sxm").host_cpu_ms == 17.3
-    assert load_spec("variant", _write_variant(tmp_path, host_cpu_ms=None)).host_cpu_ms is None
-    with pytest.raises(SpecError, match="host_cpu_ms"):
-        load_spec("variant", _write_variant(tmp_path, host_cpu_ms=-1))
+@pytest.mark.parametrize(("key", "h200"), [("host_cpu_ms", 17.3), ("host_torch_ms", 15.1)])
+def test_the_gpu_nodes_host_cpu_figures_are_optional_and_checked(tmp_path, key, h200):
+    assert getattr(load_spec("h200_sxm"), key) == h200
+    assert getattr(load_spec("variant", _write_variant(tmp_path, **{key: None})), key) is None
+    with pytest.raises(SpecError, match=key):
+        load_spec("variant", _write_variant(tmp_path, **{key: -1}))

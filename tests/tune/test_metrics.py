@@ -28,9 +28,12 @@ def test_derived_metrics(make_cfg, tmp_path):
     price = cfg.hardware.price_per_gpu_hour_usd
     assert m["cost_per_million_tokens"] == pytest.approx(2 * price / 3600 / 2000 * 1e6)
     assert "model_id" not in m and m["num_gpu_blocks"] == 1000
-    assert "host_cpu_ms" not in m
-    host = {"revati": {"host_cpu_ms": {"before": 17.5, "after": 28.0, "gpu_node": 17.3}}}
-    assert trial_metrics(cfg, SUMMARY | host, None)["host_cpu_ms"] == 28.0
+    assert "host_cpu_ms" not in m and "cpu_dilation" not in m
+    host = {"revati": {"host_cpu_ms": {"before": 17.5, "after": 28.0, "gpu_node": 17.3},
+                       "cpu_dilation": {"factor": 1.59, "host_torch_ms": 9.5,
+                                        "gpu_node_torch_ms": 15.1}}}
+    m = trial_metrics(cfg, SUMMARY | host, None)
+    assert m["host_cpu_ms"] == 28.0 and m["cpu_dilation"] == 1.59
 
 
 def test_goodput_needs_requests(make_cfg, tmp_path):
