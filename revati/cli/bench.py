@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPU-contention correction as for `revati run --cores` (default: "
                    "auto, this host's cores)")
     add_cpu_dilation(p)
+    p.add_argument("--gpu-trace", action="store_true",
+                   help="write OUT/gpu_trace.json, a Chrome trace (chrome://tracing, Perfetto) "
+                   "of every emulated kernel, copy and collective on its stream and of the "
+                   "clock's jumps, in virtual time: ~150 bytes a kernel, so keep the load short")
     p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
     p.set_defaults(func=main)
 
@@ -94,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
         port=args.port,
         ready_timeout_s=args.ready_timeout, engine_python=args.engine_python, out=args.out,
         engine_args=extra, log_level=args.log_level, cores=args.cores,
-        cpu_dilation=args.cpu_dilation)
+        cpu_dilation=args.cpu_dilation, gpu_trace=args.gpu_trace)
     try:
         s = run_bench(opts)
     except BenchError as e:

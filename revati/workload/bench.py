@@ -35,6 +35,7 @@ from revati.models.sizing import routing_env
 from revati.predict.totals import read_totals
 from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper, host_cores
+from revati.timewarp.trace import merge_trace
 from revati.timewarp.tree import ProcessTree
 from revati.workload import datasets
 
@@ -81,6 +82,8 @@ class BenchOptions:
     # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
     # measures it (the GPU node's PyTorch dispatch time over this host's), 1.0 is off
     cpu_dilation: float | None = None
+    # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
+    gpu_trace: bool = False
 
 
 def resolve_hardware(name: str) -> str:
@@ -159,8 +162,15 @@ def _requests_done(client_log: Path) -> str:
 class Deployment:
     """The emulated engine and its load generator on one virtual clock."""
 
-    def __init__(self, cores: int) -> None:
-        self.tk = Timekeeper(deadlock_timeout_s=120.0, cores=cores)
+    def __init__(self, cores: int, trace: Path | None = None) -> None:
+        """trace: write every process's GPU work and the clock's jumps there (Chrome trace)
+        when the deployment closes."""
+        self.trace = trace
+        self.trace_parts = None if trace is None else trace.with_suffix(".parts")
+        if self.trace_parts is not None:
+            shutil.rmtree(self.trace_parts, ignore_errors=True)
+            self.trace_parts.mkdir(parents=True)
+        self.tk = Timekeeper(trace_dir=self.trace_parts, deadlock_timeout_s=120.0, cores=cores)
         self.tk.start()
         self.tree = ProcessTree(self.tk)
         self.virtual_start = self.tk.virtual_ns / 1e9
@@ -212,6 +222,10 @@ class Deployment:
                 time.sleep(0.1)
         self.tree.kill_all()
         self.tk.stop()
+        if self.trace is not None and self.trace_parts is not None:
+            n = merge_trace(self.trace_parts, self.trace)
+            shutil.rmtree(self.trace_parts, ignore_errors=True)
+            print(f"[revati bench] {n} trace events in {self.trace}", flush=True)
 
 
 class EmulatedServer:
@@ -287,7 +301,8 @@ class EmulatedServer:
         self.dilation = self.cpu_dilation()
         wall0 = time.monotonic()
         self.cores = host_cores() if self.opts.cores is None else self.opts.cores
-        self.dep = Deployment(self.cores)
+        self.dep = Deployment(self.cores,
+                              self.out / "gpu_trace.json" if self.opts.gpu_trace else None)
         self.totals = self.out / "predictor_totals"
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()
