@@ -4,6 +4,7 @@
 # scripts/vllm_step_clock/ on the server's PYTHONPATH writes each engine step's batch, CPU
 # and GPU times (steps.*.tsv); then a torch-profiler window of the same load gives the
 # kernels of its mixed steps (vLLM's own --profiler-config, /start_profile, /stop_profile).
+# LOAD picks the load: mixed_moderate (the default; the run of 22:52 UTC) or mixed_saturating.
 set -u
 T0=$(date +%s)
 W=/root/w; mkdir -p $W/steps $W/prof
@@ -32,7 +33,7 @@ cd /root
 MODEL=$REPO/.carry/models/llama3_8b
 md5sum $MODEL/config.json $MODEL/generation_config.json $MODEL/tokenizer/tokenizer.json
 export VLLM_USE_V2_MODEL_RUNNER=0 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_SERVER_DEV_MODE=1
-PROF='{"profiler":"torch","torch_profiler_dir":"'$W/prof'","torch_profiler_with_stack":false,"torch_profiler_dump_cuda_time_total":false,"ignore_frontend":true,"max_iterations":200}'
+PROF='{"profiler":"torch","torch_profiler_dir":"'$W/prof'","torch_profiler_with_stack":false,"torch_profiler_dump_cuda_time_total":false,"ignore_frontend":true,"max_iterations":'${PROFILE_STEPS:-200}'}'
 SERVE="python3 -m vllm.entrypoints.cli.main serve $MODEL --tokenizer $MODEL/tokenizer --load-format dummy --host 127.0.0.1 --port 8000 --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 4096 --profiler-config '$PROF'"
 echo "$SERVE" > $W/commands.txt
 echo "== server launch $(date -u +%FT%T.%NZ) at $(el)s"
@@ -58,9 +59,14 @@ bench() {  # name, timeout, args...
   echo "== $name end $(date -u +%FT%T.%NZ) epoch_ms $(date +%s%3N) at $(el)s"
   grep -E -A40 'Serving Benchmark Result' $W/bench_$name.log | head -45
 }
-bench mixed_moderate 70 --num-warmups 16 --random-input-len 512 --random-output-len 128 --num-prompts 200 --request-rate 16
+case ${LOAD:-mixed_moderate} in
+  mixed_moderate) RATE=16 PROFILED=24 ;;
+  mixed_saturating) RATE=inf PROFILED=200 ;;
+  *) echo "unknown LOAD=$LOAD"; exit 8 ;;
+esac
+bench ${LOAD:-mixed_moderate} 70 --num-warmups 16 --random-input-len 512 --random-output-len 128 --num-prompts 200 --request-rate $RATE
 echo "start_profile: $(curl -s -o /dev/null -w '%{http_code}' -X POST 127.0.0.1:8000/start_profile) epoch_ms $(date +%s%3N)"
-bench mixed_profiled 60 --num-warmups 0 --random-input-len 512 --random-output-len 128 --num-prompts 24 --request-rate 16
+bench ${LOAD%_*}_profiled 60 --num-warmups 0 --random-input-len 512 --random-output-len 128 --num-prompts $PROFILED --request-rate $RATE
 echo "stop_profile: $(curl -s -o /dev/null -w '%{http_code}' -m 120 -X POST 127.0.0.1:8000/stop_profile) epoch_ms $(date +%s%3N) at $(el)s"
 for i in $(seq 1 60); do ls $W/prof/*.json.gz >/dev/null 2>&1 && break; sleep 2; done
 sleep 3; ls -la $W/prof; echo "== done at $(el)s"
