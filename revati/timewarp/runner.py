@@ -107,6 +107,8 @@ def run(opts: RunOptions) -> int:
         forwarded.append(signum)
         signalled_at.append(time.monotonic())
         if child > 0:
+            if tree is not None:
+                tree.note_shm()
             try:
                 os.kill(child, signum)
             except ProcessLookupError:

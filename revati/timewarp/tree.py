@@ -9,11 +9,13 @@ import ctypes
 import os
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
 PR_SET_CHILD_SUBREAPER = 36
 TERM_GRACE_S = 3.0
+SHM_DIR = "/dev/shm/"
 
 
 class ClockOwner(Protocol):
@@ -22,6 +24,26 @@ class ClockOwner(Protocol):
     def reserve(self, owner_pid: int) -> int: ...
     def child_started(self, idx: int, pid: int) -> None: ...
     def pids(self) -> list[int]: ...
+
+
+def _shm_files(pids: Iterable[int]) -> set[str]:
+    """The /dev/shm files that these processes have mapped or open."""
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            fds = [os.readlink(e.path) for e in os.scandir(f"/proc/{pid}/fd")]
+        except OSError:  # gone, or not ours to read
+            continue
+        # a maps line: address perms offset dev inode [path]; anonymous ones have no path
+        fields = [line.split(maxsplit=5) for line in maps.splitlines()]
+        paths = [f[5] for f in fields if len(f) == 6] + fds
+        found |= {f for f in paths if f.startswith(SHM_DIR) and not f.endswith(" (deleted)")}
+    return found
+
+
+def _all_pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
 
 
 def _descendants() -> set[int]:
@@ -51,6 +73,7 @@ class ProcessTree:
         self.tk = tk
         self.shared = shared
         self.status: dict[int, int | None] = {}  # our direct children: wait status once reaped
+        self.shm: set[str] = set()  # shared-memory files the run's processes were seen holding
 
     def spawn(self, cmd: list[str], env: dict[str, str], log: Path | None = None) -> int:
         """Start cmd as an emulated process (env from runner.emulated_env), its output to
@@ -90,21 +113,51 @@ class ProcessTree:
             return None
         return 128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
 
-    def kill_all(self) -> None:
-        """End every process of the run: SIGTERM, a grace period, then SIGKILL."""
+    def kill_all(self, first: int | None = None, grace_s: float = 30.0) -> None:
+        """End every process of the run. `first` (a child), when given, is asked first:
+        SIGTERM and up to grace_s of real time to exit normally (a server ending its own
+        workers). Then the rest: SIGTERM, a grace period, SIGKILL. Last, remove the
+        shared-memory files the run's processes held that no living process holds any more:
+        engines stopped by a signal never unlink theirs (SGLang leaves 25 MB per server in
+        /dev/shm)."""
+        self.note_shm()
+        if first is not None and self.exit_code(first) is None:
+            os.kill(first, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self.exit_code(first) is None and time.monotonic() < deadline:
+                time.sleep(0.1)
         for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
-            known = set() if self.shared else set(self.tk.pids())
-            victims = (_descendants() | known) - {os.getpid()}
-            if not victims:
-                return
-            for pid in victims:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                self.reap()
-                if not (_descendants() - {os.getpid()}):
-                    return
-                time.sleep(0.02)
+            if self._signal_all(sig, grace):
+                break
+        for path in self.shm - _shm_files(_all_pids()):
+            Path(path).unlink(missing_ok=True)
+        self.shm.clear()
+
+    def note_shm(self) -> None:
+        """Remember the shared-memory files the run's processes hold now: call it before a
+        signal that may end them out of kill_all's sight (a server ending its workers)."""
+        self.shm |= _shm_files(self._run_pids())
+
+    def _run_pids(self) -> set[int]:
+        known = set() if self.shared else set(self.tk.pids())
+        return (_descendants() | known) - {os.getpid()}
+
+    def _signal_all(self, sig: signal.Signals, grace: float) -> bool:
+        """Send sig to every process of the run and wait up to grace seconds for them to
+        end; True once none is left."""
+        victims = self._run_pids()
+        if not victims:
+            return True
+        self.shm |= _shm_files(victims)
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.reap()
+            if not (_descendants() - {os.getpid()}):
+                return True
+            time.sleep(0.02)
+        return False

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -215,12 +214,7 @@ class Deployment:
         """End the deployment: the server first, gently (SIGTERM and up to grace_s of real
         time, so that its processes exit normally and leave their predictor totals), then
         whatever is left."""
-        if server is not None and self.tree.exit_code(server) is None:
-            os.kill(server, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while self.tree.exit_code(server) is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-        self.tree.kill_all()
+        self.tree.kill_all(first=server, grace_s=grace_s)
         self.tk.stop()
         if self.trace is not None and self.trace_parts is not None:
             n = merge_trace(self.trace_parts, self.trace)

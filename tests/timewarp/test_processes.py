@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -50,6 +51,35 @@ def test_crashing_child_ends_the_run_with_its_status_and_leaves_nothing() -> Non
     """)
     assert r.returncode == 128 + signal.SIGABRT
     assert not processes_of(marker)
+
+
+@pytest.mark.parametrize("how", ["abort", "term"])
+def test_shared_memory_of_an_ended_run_is_removed_unless_still_held(how: str,
+                                                                    tmp_path: Path) -> None:
+    """Engines stopped by a signal leave their /dev/shm segments behind; the run removes
+    those its processes held, whether the command crashed or ended its workers on SIGTERM,
+    but not one that a process outside the run still holds."""
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm")
+    orphan = Path(f"/dev/shm/revati-test-orphan-{how}-{os.getpid()}")
+    kept = Path(f"/dev/shm/revati-test-kept-{how}-{os.getpid()}")
+    kept.write_bytes(b"x" * 4096)
+    ready = tmp_path / "ready"
+    args = [sys.executable, str(PROGRAMS / "shm_holder.py"), how, str(ready), str(orphan),
+            str(kept)]
+    with kept.open("rb"):  # held by this test process, outside the run
+        if how == "abort":
+            assert revati_run(args).returncode == 128 + signal.SIGABRT
+        else:
+            run = subprocess.Popen([sys.executable, "-m", "revati.cli.main", "run", "--", *args])
+            deadline = time.monotonic() + 60
+            while not ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            run.terminate()
+            assert run.wait(timeout=60) == 0
+        assert not orphan.exists()
+        assert kept.exists()
+    kept.unlink()
 
 
 def test_child_killed_by_a_signal() -> None:
