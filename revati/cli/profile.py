@@ -8,6 +8,9 @@
     revati profile trace --out DIR -- python-program ...  every launch of a Python program
     revati profile args --profile DIR   kernel-argument features of a profile, replayed on an
                                         emulated GPU (no GPU needed)
+    revati profile engine-rows --trace T --launch-log L --sweep S --out ROWS.jsonl
+                                        rows of an engine's own kernels: a real trace of it
+                                        under load, sizes from the same load emulated
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def _rows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine_rows(args: argparse.Namespace) -> int:
+    from revati.profile import engine_rows
+
+    return engine_rows.run(args)
+
+
 def _args(args: argparse.Namespace) -> int:
     from revati.profile import args as launch_args
 
@@ -101,3 +110,9 @@ def register(subparsers) -> None:
     ar = sub.add_parser("args", help="kernel-argument features from an emulated replay (no GPU)")
     args_arguments(ar)
     ar.set_defaults(func=_args)
+    from revati.profile.engine_rows import add_arguments as engine_rows_arguments
+
+    er = sub.add_parser("engine-rows", help="profile rows of an engine's own kernels, from a "
+                        "real trace of it and the same load's emulated launch log")
+    engine_rows_arguments(er)
+    er.set_defaults(func=_engine_rows)

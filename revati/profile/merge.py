@@ -44,7 +44,7 @@ def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) 
     profile's spec. Rows of the fused-MoE sweep carry the step's tokens and the GEMM's width
     (moe_tokens, moe_n, moe_k): those become the launch columns the emulator fills from the
     kernel's arguments (m = tokens x top-k, n, k). Returns the rows added."""
-    from revati.predict.features import Op
+    from revati.predict.features import ATTENTION_COLUMNS, Op
     from revati.predict.features import empty_launch_row as empty
 
     profile = read_profile(profile_dir)
@@ -58,6 +58,8 @@ def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) 
         # programs only)
         for col, value in empty(Op(r["op"])).items():
             r.setdefault(col, value)
+        for col in ATTENTION_COLUMNS:  # no attention launch unless the row says so
+            r.setdefault(col, 0)
     new = pd.DataFrame(rows)
     new["point"] += int(profile.launches["point"].max()) + 1
     columns = list(profile.launches.columns)
