@@ -259,12 +259,15 @@ print(json.dumps({"ms": ms.value, "early": early}))
 
 
 DILATED = """
-a, b = c(), c()
-ok(cu.cuEventCreate(ctypes.byref(a), 0)); ok(cu.cuEventCreate(ctypes.byref(b), 0))
+a, b, mark = c(), c(), c()
+for e in (a, b, mark):
+    ok(cu.cuEventCreate(ctypes.byref(e), 0))
 ok(cu.cuEventRecord(a, None))
-c0 = time.thread_time()
-while time.thread_time() - c0 < 0.1:  # 100 ms of this thread's CPU
-    pass
+for _ in range(STRETCHES):  # 100 ms of this thread's CPU in all, a GPU call after each stretch
+    c0 = time.thread_time()
+    while time.thread_time() - c0 < 0.1 / STRETCHES:
+        pass
+    ok(cu.cuEventRecord(mark, None))
 ok(cu.cuEventRecord(b, None)); ok(cu.cuEventSynchronize(b))
 ms = ctypes.c_float()
 ok(cu.cuEventElapsedTime_v2(ctypes.byref(ms), a, b))
@@ -274,9 +277,17 @@ print(json.dumps({"ms": ms.value}))
 
 @pytest.mark.parametrize("dilation", ["", "2", "3.5"])
 def test_cpu_dilation_makes_a_gpu_thread_pay_its_cpu_time_that_many_times(emulated, dilation):
-    out = timed(emulated, DILATED, REVATI_CPU_DILATION=dilation)
+    # 50 stretches of 2 ms between GPU calls: launch work, all of it dilated
+    out = timed(emulated, "STRETCHES = 50\n" + DILATED, REVATI_CPU_DILATION=dilation)
     factor = float(dilation or 1)
     assert 100 * factor <= out["ms"] < 100 * factor + 50
+
+
+def test_cpu_dilation_counts_at_most_5_ms_of_one_stretch(emulated):
+    """100 ms of CPU with no GPU call in between (a scheduler polling for requests) is not
+    launch work: only its first 5 ms are dilated."""
+    out = timed(emulated, "STRETCHES = 1\n" + DILATED, REVATI_CPU_DILATION="3.5")
+    assert 100 + 5 * 2.5 <= out["ms"] < 100 + 5 * 2.5 + 30
 
 
 @pytest.mark.parametrize("bad", ["0.5", "fast", "1.5x"])
