@@ -46,6 +46,7 @@ def _demangler():
     return fn, libc.free
 
 
+@cache  # an engine's launch log repeats a few hundred names over ~100,000 lines
 def demangle(name: str) -> str:
     """The demangled kernel name, as CUPTI reports it (the profile's names)."""
     if not name.startswith("_Z"):
@@ -62,8 +63,6 @@ def demangle(name: str) -> str:
 
 def read_log(path: Path) -> dict[str, list[dict[str, object]]]:
     """{region key: the operations queued inside it} from a launch log with markers."""
-    from revati.predict.features import ARG_COLUMNS
-
     regions: dict[str, list[dict[str, object]]] = {}
     current: list[dict[str, object]] | None = None
     for line in path.read_text().splitlines():
@@ -71,15 +70,20 @@ def read_log(path: Path) -> dict[str, list[dict[str, object]]]:
             key = line[len(MARK):]
             current = regions.setdefault(key, []) if key else None
             continue
-        if current is None:
-            continue
-        f = line.split("\t")
-        current.append(dict(op=int(f[0]), kernel=demangle(f[1]), grid_x=int(f[2]),
-                            grid_y=int(f[3]), grid_z=int(f[4]), block_x=int(f[5]),
-                            block_y=int(f[6]), block_z=int(f[7]), shared_bytes=int(f[8]),
-                            bytes=int(f[9]), copy_kind=int(f[10]),
-                            **{c: int(v) for c, v in zip(ARG_COLUMNS, f[11:], strict=True)}))
+        if current is not None:
+            current.append(parse_launch(line))
     return regions
+
+
+def parse_launch(line: str) -> dict[str, object]:
+    """One queued operation of a launch log (the shim's log_launch line) as profile columns."""
+    from revati.predict.features import ARG_COLUMNS
+
+    f = line.split("\t")
+    return dict(op=int(f[0]), kernel=demangle(f[1]), grid_x=int(f[2]), grid_y=int(f[3]),
+                grid_z=int(f[4]), block_x=int(f[5]), block_y=int(f[6]), block_z=int(f[7]),
+                shared_bytes=int(f[8]), bytes=int(f[9]), copy_kind=int(f[10]),
+                **{c: int(v) for c, v in zip(ARG_COLUMNS, f[11:], strict=True)})
 
 
 SHAPE = ("op", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_bytes",

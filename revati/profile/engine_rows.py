@@ -32,23 +32,22 @@ from pathlib import Path
 
 from revati.predict.families import BY_NAME, family_of
 from revati.predict.features import Op
-from revati.profile.args import demangle
+from revati.profile.args import MARK, parse_launch
+from revati.profile.kineto import gpu_records
 
 Key = tuple[str, int, int, int, int, int, int]  # name, grid xyz, block xyz
+LAUNCH = ("kernel", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")  # as Key
 
 
 def real_kernels(path: Path) -> dict[Key, list[int]]:
     """Durations (ns) of every kernel of a Kineto trace, by launch."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
+        records = gpu_records(json.load(f))
     out: dict[Key, list[int]] = defaultdict(list)
-    for e in events:
-        if e.get("cat") != "kernel":
-            continue
-        a = e.get("args", {})
-        key = (e["name"], *map(int, a.get("grid", (1, 1, 1))), *map(int, a.get("block", (1, 1, 1))))
-        out[key].append(round(float(e["dur"]) * 1000))
+    for rec, _stream in records:
+        if rec.op == Op.KERNEL:
+            out[(rec.name, *rec.grid, *rec.block)].append(rec.duration_ns)
     return out
 
 
@@ -56,14 +55,12 @@ def emulated_launches(path: Path) -> dict[Key, tuple[int, int, int]]:
     """(shared bytes, arg_max, arg_sum) of each kernel launch in a REVATI_LAUNCH_LOG, the most
     frequent where one launch shape was logged with several."""
     seen: dict[Key, Counter] = defaultdict(Counter)
-    names: dict[str, str] = {}
     for line in path.read_text().splitlines():
-        f = line.split("\t")
-        if len(f) != 13 or f[0] != str(int(Op.KERNEL)):
+        if line.startswith(MARK):
             continue
-        name = names.setdefault(f[1], demangle(f[1]))
-        key = (name, *map(int, f[2:8]))
-        seen[key][(int(f[8]), int(f[11]), int(f[12]))] += 1
+        r = parse_launch(line)
+        if r["op"] == Op.KERNEL:
+            seen[tuple(r[c] for c in LAUNCH)][(r["shared_bytes"], r["arg_max"], r["arg_sum"])] += 1
     return {k: c.most_common(1)[0][0] for k, c in seen.items()}
 
 
@@ -100,8 +97,7 @@ def write_rows(traces: list[Path], logs: list[Path], sweep: str, out: Path) -> i
         got, summary = rows(trace, log, sweep)
         print(json.dumps(summary), file=sys.stderr)
         for r in got:
-            key = tuple(r[c] for c in ("kernel", "grid_x", "grid_y", "grid_z", "block_x",
-                                       "block_y", "block_z"))
+            key = tuple(r[c] for c in LAUNCH)
             if key in merged:
                 old = merged[key]
                 n = old["reps"] + r["reps"]

@@ -13,7 +13,7 @@ ATTN = "void flash::FlashAttnFwdSm90<128>(int)"  # attention: predicted by shape
 
 
 def kernel(name: str, grid: int, dur_us: float) -> dict:
-    return {"cat": "kernel", "name": name, "ts": 0, "dur": dur_us,
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": 0, "dur": dur_us,
             "args": {"grid": [grid, 1, 1], "block": [512, 1, 1]}}
 
 
