@@ -94,6 +94,10 @@ class HardwareSpec:
     # torch` there): `revati bench` makes GPU-driving threads pay their CPU time at the
     # node's speed (REVATI_CPU_DILATION, docs/timewarp.md); None: not measured, no dilation
     host_torch_ms: float | None = None
+    # How many launches (kernels, copies, memsets, graphs) a stream holds before the next
+    # launch call blocks its thread until the GPU has started the oldest of them (measured:
+    # scripts/launch_queue_h200.py); None: unbounded
+    launch_queue: int | None = None
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -193,6 +197,7 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         sustained_power=_sustained_power(raw.get("sustained_power"), path),
         host_cpu_ms=_optional_positive(raw, "host_cpu_ms", path),
         host_torch_ms=_optional_positive(raw, "host_torch_ms", path),
+        launch_queue=None if raw.get("launch_queue") is None else num("launch_queue"),
     )
 
 
@@ -251,6 +256,8 @@ def flat_lines(spec: HardwareSpec) -> list[str]:
     lines += [f"attr.{k} {v}" for k, v in sorted(spec.device_attributes().items())]
     if spec.sustained_power:
         lines += [f"power.{k} {v!r}" for k, v in spec.sustained_power.items()]
+    if spec.launch_queue:
+        lines.append(f"launch_queue {spec.launch_queue}")
     return lines
 
 

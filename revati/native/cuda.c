@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 pthread_mutex_t rv_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -352,6 +353,29 @@ static struct rv_func *as_func(void *h) {
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
 
+/* CUDA_MODULE_LOADING: LAZY (the default since CUDA 12.2) loads each kernel into a context
+ * when it is first launched, EAGER with its module. */
+static bool g_eager;
+static pthread_once_t g_loading_once = PTHREAD_ONCE_INIT;
+static void read_loading(void) {
+    const char *v = getenv("CUDA_MODULE_LOADING");
+    g_eager = v && !strcasecmp(v, "EAGER");
+}
+static bool eager(void) {
+    pthread_once(&g_loading_once, read_loading);
+    return g_eager;
+}
+bool rv_func_load(CUfunction f, int dev) {
+    struct rv_func *x = as_func(f);
+    if (!x || eager()) return false;
+    uint32_t bit = 1u << dev;
+    return !(__atomic_fetch_or(&x->loaded_on, bit, __ATOMIC_ACQ_REL) & bit);
+}
+bool rv_func_is_loaded(CUfunction f, int dev) {
+    struct rv_func *x = as_func(f);
+    return x && (eager() || (__atomic_load_n(&x->loaded_on, __ATOMIC_ACQUIRE) & (1u << dev)));
+}
+
 /* What the driver allocates when a kernel runs (rv_driver_*): its code the first time (and
  * the device-side system calls' set-up for the first kernel of a module that makes any), and
  * deeper thread stacks for a kernel whose frame exceeds the context's stack limit (the
@@ -500,7 +524,7 @@ CUresult cuModuleLoad(CUmodule *pm, const char *path) {
     return r;
 }
 CUresult cuModuleUnload(CUmodule m) { return as_mod(m) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
-CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) { CHECK_PTR(mode); *mode = CU_MODULE_LAZY_LOADING; return CUDA_SUCCESS; }
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) { CHECK_PTR(mode); *mode = eager() ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING; return CUDA_SUCCESS; }
 CUresult cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name) {
     CHECK_PTR(pf); CHECK_PTR(name);
     if (!as_mod(m)) return CUDA_ERROR_INVALID_HANDLE;
@@ -536,8 +560,18 @@ CUresult cuKernelGetLibrary(CUlibrary *pl, CUkernel k) { if (!as_func(k)) return
 CUresult cuKernelGetName(const char **n, CUkernel k) { if (!as_func(k)) return CUDA_ERROR_INVALID_HANDLE; *n = as_func(k)->name; return CUDA_SUCCESS; }
 CUresult cuFuncGetName(const char **n, CUfunction f) { if (!as_func(f)) return CUDA_ERROR_INVALID_HANDLE; *n = as_func(f)->name; return CUDA_SUCCESS; }
 CUresult cuFuncGetModule(CUmodule *m, CUfunction f) { if (!as_func(f)) return CUDA_ERROR_INVALID_HANDLE; *m = (CUmodule)as_func(f)->mod; return CUDA_SUCCESS; }
-CUresult cuFuncLoad(CUfunction f) { return as_func(f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
-CUresult cuFuncIsLoaded(CUfunctionLoadingState *st, CUfunction f) { if (!as_func(f)) return CUDA_ERROR_INVALID_HANDLE; *st = CU_FUNCTION_LOADING_STATE_LOADED; return CUDA_SUCCESS; }
+CUresult cuFuncLoad(CUfunction f) {
+    if (!as_func(f)) return CUDA_ERROR_INVALID_HANDLE;
+    rv_cuda_lazy_load(f, NULL);
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncIsLoaded(CUfunctionLoadingState *st, CUfunction f) {
+    CHECK_PTR(st);
+    if (!as_func(f)) return CUDA_ERROR_INVALID_HANDLE;
+    *st = rv_func_is_loaded(f, rv_current_dev()) ? CU_FUNCTION_LOADING_STATE_LOADED
+                                                 : CU_FUNCTION_LOADING_STATE_UNLOADED;
+    return CUDA_SUCCESS;
+}
 CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute a, CUfunction f) {
     struct rv_func *x = as_func(f);
     if (!x) return CUDA_ERROR_INVALID_HANDLE;

@@ -43,6 +43,7 @@ struct rv_func {
     int attrs[32];
     const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
     bool code_loaded;                        /* its code is on the device (rv_driver_code) */
+    uint32_t loaded_on;                      /* devices it is loaded on (bit per ordinal) */
     struct rv_func *next;
 };
 /* What a loaded cubin says of one kernel. */
@@ -70,6 +71,12 @@ int rv_current_dev(void);                       /* device of the current context
 struct rv_ctx *rv_primary_ctx(int dev);
 const char *rv_func_name(CUfunction f);         /* mangled name, "?" if not ours */
 int rv_func_param_bytes(CUfunction f);          /* bytes of its parameters, 0: unknown */
+/* Lazy loading: true the first time f is loaded on dev (marks it loaded); always false
+ * under CUDA_MODULE_LOADING=EAGER, where a module's kernels load with it. */
+bool rv_func_load(CUfunction f, int dev);
+bool rv_func_is_loaded(CUfunction f, int dev);
+/* Load f on the device of stream h if it is not yet (cuda_stream.c): waits for the device. */
+void rv_cuda_lazy_load(CUfunction f, CUstream h);
 /* What f's cubin adds to a launch's features, as a real GPU's profiler reports them: static
  * shared memory on top of the dynamic bytes in l->shared_bytes and, for a plain kernel, the
  * sizes among its arguments (cuLaunchKernel's kernelParams or extra; -1 when f's parameter

@@ -35,6 +35,7 @@ static bool set_field(const char *key, const char *val) {
         {"power_limit_mw", &g_node.power_limit_mw, 'i', 0},
         {"pci_device_id", &g_node.pci_device_id, 'i', 0},
         {"pci_subsystem_id", &g_node.pci_subsystem_id, 'i', 0},
+        {"launch_queue", &g_node.launch_queue, 'i', 0},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (strcmp(fields[i].key, key)) continue;

@@ -28,6 +28,7 @@ struct rv_node {
     uint64_t l2_bytes;
     int nvlink_links, pcie_generation, pcie_link_width;
     unsigned power_limit_mw, pci_device_id, pci_subsystem_id;
+    int launch_queue;             /* launches a stream holds before the next blocks; 0: unbounded */
     char architecture[32];
     int gpus;                     /* physical GPUs of this emulated node (REVATI_GPUS) */
     int pci_bus[RV_MAX_GPUS];

@@ -50,6 +50,8 @@ struct stream {
     bool legacy;
     unsigned long long id;
     int64_t tail;
+    int64_t *starts;             /* start times of the last launch_queue launches (a ring) */
+    uint64_t launched;           /* launches queued so far */
     struct graph *capture;       /* graph being captured into, or NULL */
     struct stream *capture_origin;
     char track[48];
@@ -183,6 +185,13 @@ static void dilate_cpu(void) {
     t_cpu_seen = rv_real_ns(CLOCK_THREAD_CPUTIME_ID); /* the sleep's own CPU is not work */
 }
 
+/* When all work queued on a device completes. Holds g_tl. */
+static int64_t device_tail(int dev) {
+    int64_t t = max64(legacy_stream(dev)->tail, g_retired_tail[dev]);
+    for (struct stream *o = g_streams[dev]; o; o = o->next) t = max64(t, o->tail);
+    return t;
+}
+
 /* Earliest virtual time new work on s can start. Holds g_tl. */
 static int64_t ready_time(struct stream *s) {
     int64_t t = max64(rv_now_ns(), s->tail);
@@ -235,13 +244,49 @@ static int64_t under_power(int dev, const struct power *p, int64_t start, int64_
     return d;
 }
 
-/* Put one operation of predicted duration dur on s's timeline. Holds g_tl. */
-static void append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur,
-                         const struct power *p) {
+/* ---- the launch queue ----------------------------------------------------------------
+ * A real stream takes launches into a bounded queue: with launch_queue of them waiting (the
+ * H200: 1,021 kernels, copies or memsets; event records take no room), the next launch call
+ * blocks its thread until the GPU has started the oldest (scripts/launch_queue_h200.py): a
+ * CPU cannot run further ahead of its GPU than that. vLLM's prefill steps outside CUDA graphs
+ * queue ~510 launches each and, with async scheduling, the next step's while one runs. */
+
+/* When s can take one more launch (virtual time). Holds g_tl. */
+static int64_t queue_room(const struct stream *s) {
+    uint64_t q = (uint64_t)rv_node()->launch_queue;
+    return q && s->starts && s->launched >= q ? s->starts[s->launched % q] : 0;
+}
+
+/* Remember the start of the launch just queued on s. Holds g_tl. */
+static void queue_note(struct stream *s, int64_t start) {
+    uint64_t q = (uint64_t)rv_node()->launch_queue;
+    if (!q) return;
+    if (!s->starts) s->starts = calloc(q, sizeof *s->starts);
+    s->starts[s->launched++ % q] = start;
+}
+
+/* Takes g_tl and resolves h, first waiting (time-warp sleep) while a stream that is not
+ * capturing has no room for a launch. NULL, with g_tl released, if h is not a stream. */
+static struct stream *lock_for_launch(CUstream h) {
+    pthread_mutex_lock(&g_tl);
+    for (;;) {
+        struct stream *s = resolve(h);
+        if (!s) { pthread_mutex_unlock(&g_tl); return NULL; }
+        int64_t room = s->capture ? 0 : queue_room(s);
+        if (room <= rv_now_ns()) return s;
+        pthread_mutex_unlock(&g_tl);
+        rv_sleep_until(room, "launch queue full");
+        pthread_mutex_lock(&g_tl);
+    }
+}
+
+/* Put one operation of predicted duration dur on s's timeline; returns its start. Holds g_tl. */
+static int64_t append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur,
+                            const struct power *p) {
     int64_t start = ready_time(s);
     dur = under_power(s->dev, p, start, dur);
     s->tail = start + dur;
-    if (!rv_tracing()) return;
+    if (!rv_tracing()) return start;
     char args[160];
     if (l->op == RV_OP_GEMM)
         snprintf(args, sizeof args, "{\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64
@@ -252,11 +297,12 @@ static void append_timed(struct stream *s, const struct rv_launch *l, const char
         snprintf(args, sizeof args, "{\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]}", l->grid[0],
                  l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2]);
     rv_trace_complete(s->track, name, start, dur, args);
+    return start;
 }
 
-static void append(struct stream *s, const struct rv_launch *l, const char *name) {
+static int64_t append(struct stream *s, const struct rv_launch *l, const char *name) {
     struct power p = power_of(l);
-    append_timed(s, l, name, rv_predict_ns(l, NULL), &p);
+    return append_timed(s, l, name, rv_predict_ns(l, NULL), &p);
 }
 
 /* REVATI_LAUNCH_LOG=<file>: one tab-separated line per queued operation, in the order the
@@ -291,14 +337,13 @@ CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *na
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     dilate_cpu();
     log_launch(l);
-    pthread_mutex_lock(&g_tl);
-    struct stream *s = resolve(h);
-    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    struct stream *s = lock_for_launch(h);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
     if (s->capture)
         graph_add(s->capture, &copy, name, NULL, NULL, rv_graph_node_bytes(l, param_bytes, pdl));
-    else append(s, &copy, name);
+    else queue_note(s, append(s, &copy, name));
     pthread_mutex_unlock(&g_tl);
     return CUDA_SUCCESS;
 }
@@ -317,14 +362,14 @@ static void joined(struct stream *s, const char *name, rv_join_fn join, void *ct
 CUresult rv_cuda_enqueue_joined(CUstream h, const char *name, rv_join_fn join, void *ctx,
                                 bool *captured) {
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&g_tl);
-    struct stream *s = resolve(h);
-    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    struct stream *s = lock_for_launch(h);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
     *captured = s->capture != NULL;
     if (s->capture) {
         struct rv_launch l = {.op = RV_OP_COLLECTIVE, .device = rv_phys(s->dev)};
         graph_add(s->capture, &l, name, join, ctx, rv_graph_node_bytes(&l, 0, false));
     } else {
+        queue_note(s, ready_time(s));   /* the collective's kernel takes a place in the queue */
         joined(s, name, join, ctx);
     }
     pthread_mutex_unlock(&g_tl);
@@ -360,9 +405,35 @@ void rv_cuda_gemm_begin(const struct rv_launch *gemm) {
 }
 void rv_cuda_gemm_end(void) { t_gemm_pending = false; }
 
+/* Loading a kernel waits for the device (CUDA documents that lazy loading may synchronise
+ * the context). On the H200, each kernel vLLM launched for the first time during the
+ * saturating load (cuBLAS picks a new GEMM kernel for each new batch size of the logits GEMM)
+ * was loaded only once every kernel queued before it had finished: its thread waited 130-180
+ * ms inside 8,192-token steps, then the load took ~0.1 ms ("Lazy Function Loading" in the
+ * torch-profiler trace, docs/validation.md). Not while a stream captures a graph. */
+#define LAZY_LOAD_NS 100000
+void rv_cuda_lazy_load(CUfunction f, CUstream h) {
+    int dev = rv_stream_device(h);
+    if (!rv_func_load(f, dev)) return;
+    pthread_mutex_lock(&g_tl);
+    struct stream *s = resolve(h);
+    bool capturing = s && s->capture;
+    int64_t idle = device_tail(dev), now = rv_now_ns();
+    pthread_mutex_unlock(&g_tl);
+    if (capturing) return;
+    int64_t at = max64(idle, now);
+    if (rv_tracing()) {
+        char track[48];
+        snprintf(track, sizeof track, "kernel loading (GPU%d)", dev);
+        rv_trace_complete(track, rv_func_name(f), at, LAZY_LOAD_NS, NULL);
+    }
+    rv_sleep_until(at + LAZY_LOAD_NS, "lazy loading of a kernel (waits for the device)");
+}
+
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                        unsigned bz, unsigned shm, CUstream s, void **params, void **extra, bool pdl) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    rv_cuda_lazy_load(f, s);
     const char *name = rv_func_name(f);
     struct rv_launch l = {.op = RV_OP_KERNEL};
     if (t_gemm_pending) {   /* the first kernel of a cuBLAS call carries the GEMM's shape */
@@ -538,11 +609,6 @@ CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v
 }
 CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) { return rv_check_stream(dst) ? CUDA_ERROR_INVALID_HANDLE : rv_check_stream(src); }
 
-static int64_t device_tail(int dev) {
-    int64_t t = max64(legacy_stream(dev)->tail, g_retired_tail[dev]);
-    for (struct stream *o = g_streams[dev]; o; o = o->next) t = max64(t, o->tail);
-    return t;
-}
 CUresult cuCtxSynchronize(void) {
     if (!rv_current_ctx()) return CUDA_ERROR_INVALID_CONTEXT;
     dilate_cpu();
@@ -760,9 +826,9 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     struct exec *e = as_exec(h);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     dilate_cpu();
-    pthread_mutex_lock(&g_tl);
-    struct stream *s = resolve(hs);
-    if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
+    struct stream *s = lock_for_launch(hs);
+    if (!s) return CUDA_ERROR_INVALID_HANDLE;
+    if (!s->capture) queue_note(s, ready_time(s));   /* a graph launch takes one place */
     for (size_t i = 0; i < e->g.n; i++) {
         struct node *n = &e->g.nodes[i];
         if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->driver_bytes);

@@ -258,6 +258,65 @@ print(json.dumps({"ms": ms.value, "early": early}))
     assert 20.0 <= out["ms"] < 20.0 + 2.0
 
 
+def test_a_full_launch_queue_blocks_the_launching_thread(emulated):
+    """The H200 holds 1,021 launches per stream (docs/validation/launch_queue/): launch
+    1,021 + n waits until the GPU has started launch n; event records take no room, and
+    another stream's queue is its own."""
+    queue = load_spec("h200_sxm").launch_queue
+    out = timed(emulated, f"""
+s, other = stream(1), stream(1)
+ev = c()
+ok(cu.cuEventCreate(ctypes.byref(ev), 0))
+t0 = time.perf_counter()
+launch(fn, s, {queue})
+for _ in range(100):
+    ok(cu.cuEventRecord(ev, s))
+filled = time.perf_counter() - t0
+launch(fn, other, 10)
+beside = time.perf_counter() - t0 - filled
+launch(fn, s, 50)
+print(json.dumps({{"filled": filled, "beside": beside, "more": time.perf_counter() - t0}}))
+""")
+    assert queue == 1021
+    assert out["filled"] < 0.05 and out["beside"] < 0.01
+    # the 50th launch past a full queue waits for the 50th queued kernel to start: 49 x 2 ms
+    assert 0.098 <= out["more"] < 0.098 + 0.03
+
+
+LAZY = """
+s = stream(1)
+other = kernel(b"_Z5otherv")
+launch(fn, s, 25)              # fn's first launch: loaded at once, the device being idle
+t0 = time.perf_counter()
+launch(fn, s, 25)
+queued = time.perf_counter() - t0
+state = ctypes.c_int()
+ok(cu.cuFuncIsLoaded(ctypes.byref(state), other))
+before = state.value
+launch(other, s, 1)            # its first launch waits for the 50 queued kernels
+waited = time.perf_counter() - t0
+ok(cu.cuFuncIsLoaded(ctypes.byref(state), other))
+mode = ctypes.c_int()
+ok(cu.cuModuleGetLoadingMode(ctypes.byref(mode)))
+ok(cu.cuCtxSynchronize())
+print(json.dumps({"queued": queued, "waited": waited, "before": before, "after": state.value,
+                  "mode": mode.value}))
+"""
+
+
+@pytest.mark.parametrize("loading", ["", "EAGER"])
+def test_a_kernel_s_first_launch_waits_for_the_device_under_lazy_loading(emulated, loading):
+    out = timed(emulated, LAZY, CUDA_MODULE_LOADING=loading)
+    assert out["queued"] < 0.01
+    if loading == "EAGER":  # CU_MODULE_EAGER_LOADING: every kernel loaded with its module
+        assert out["mode"] == 1 and out["before"] == out["after"] == 1
+        assert out["waited"] < 0.01
+    else:  # CU_MODULE_LAZY_LOADING, the default: unloaded until launched
+        assert out["mode"] == 2 and (out["before"], out["after"]) == (0, 1)
+        # 50 kernels of 2 ms (the first 25 began up to ~0.1 ms before t0), then ~0.1 ms to load
+        assert 0.0999 <= out["waited"] < 0.1002 + 0.01
+
+
 DILATED = """
 a, b, mark = c(), c(), c()
 for e in (a, b, mark):

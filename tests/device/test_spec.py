@@ -40,6 +40,7 @@ def test_flat_file_carries_the_predictor_keys():
         assert float(flat[key]) == getattr(spec, key)
     assert int(flat["launch_overhead_ns"]) == spec.launch_overhead_ns
     assert float(flat["hbm_bytes_per_s"]) == 4.8e12
+    assert int(flat["launch_queue"]) == spec.launch_queue == 1021  # measured on the H200
 
 
 def test_derived_attributes_restate_top_level_fields():
