@@ -85,6 +85,82 @@ def test_decode_attention_follows_the_kv_length(server: EmulatedServer,
     assert attention[100] > 0 and attention[3500] > 6 * attention[100], (attention, itl)
 
 
+def sglang_bench_serving(server: EmulatedServer, out: Path, seed: int, *extra: str) -> dict:
+    """SGLang's own load generator, unmodified (`python -m sglang.bench_serving`), against the
+    shared emulated server on the deployment's virtual clock: 32 random-token prompts of 128
+    tokens, 64 output tokens each (ignore_eos, its default), one request in flight, after its
+    one warm-up request (the first prompt), with SGLang's radix cache flushed after it so that
+    the first measured request finds no prefix cached. Returns its result with the
+    per-request details. Two runs with one seed send the same prompts."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = out / "sglang_bench.jsonl"
+    cmd = [str(server.python), "-m", "sglang.bench_serving", "--backend", "sglang-oai",
+           "--host", "127.0.0.1", "--port", str(server.port),
+           "--model", str(server.folder.model_dir),
+           "--tokenizer", str(server.folder.tokenizer_dir),
+           "--dataset-name", "random-ids", "--random-input-len", "128",
+           "--random-output-len", "64", "--random-range-ratio", "1", "--num-prompts", "32",
+           "--request-rate", "inf", "--max-concurrency", "1", "--seed", str(seed),
+           "--warmup-requests", "1", "--flush-cache", "--disable-tqdm",
+           "--output-file", str(result), "--output-details", *extra]
+    server.run_client(cmd, out / "client.log", 900, {"HF_HUB_OFFLINE": "1"})
+    return json.loads(result.read_text().splitlines()[-1])
+
+
+def assert_every_request_got_64_tokens(r: dict) -> None:
+    # its output_lens are the requested lengths unless the server reports usage, so count
+    # the tokens of the text itself: the synthetic vocabulary's tokens are words
+    assert r["completed"] == 32 and not any(r["errors"]), r["errors"]
+    assert [len(t.split()) for t in r["generated_texts"]] == [64] * 32
+    assert r["total_output_tokens_retokenized"] == r["total_output_tokens"] == 32 * 64
+
+
+def test_sglang_bench_serving_gets_every_greedy_token(server: EmulatedServer,
+                                                      tmp_path: Path) -> None:
+    """bench_serving asks for greedy sampling (temperature 0): SGLang takes torch.argmax of
+    the logits, into a block PyTorch's allocator gave out before. Before the device shim
+    zeroed what kernels compute, the ids read back were what an earlier copy had left there
+    (int32 pairs such as [128, 128] read as one int64 id), out of the vocabulary, and SGLang
+    ended those requests after 1 to 14 of 64 tokens ("NaN happened")."""
+    assert_every_request_got_64_tokens(sglang_bench_serving(server, tmp_path, seed=1))
+
+
+@pytest.fixture(scope="module")
+def both_clients(server: EmulatedServer, tmp_path_factory: pytest.TempPathFactory):
+    """The same load through SGLang's bench_serving and through Revati's client (vLLM's
+    `bench serve`, what `revati bench` runs): 32 requests of 128 prompt tokens and 64 output
+    tokens, ignore_eos, one at a time (SGLang's client draws Poisson arrivals only, from its
+    own random stream, so both run closed-loop: no shared arrival times needed), with the
+    same sampling (Revati's client sends no temperature, so SGLang's completions API takes
+    its default, 1.0 with top_p 1.0; bench_serving is told 1.0, its own default being
+    greedy). Returns both results and Revati's requests.csv rows."""
+    out = tmp_path_factory.mktemp("clients")
+    sgl = sglang_bench_serving(server, out / "sglang", 0,
+                               "--extra-request-body", '{"temperature": 1.0}')
+    opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang",
+                        out=out / "revati", input_len=128, output_len=64, num_prompts=32,
+                        request_rate=float("inf"), max_concurrency=1, seed=0)
+    rev = server.run_load(opts, out / "revati")
+    rows = list(csv.DictReader((out / "revati" / "requests.csv").open()))
+    print("bench_serving, revati:", {k: (sgl[k], rev[k]) for k in (
+        "output_throughput", "mean_tpot_ms", "mean_ttft_ms", "median_ttft_ms")})
+    return sgl, rev, rows
+
+
+def test_sglang_bench_serving_agrees_with_revatis_client(both_clients) -> None:
+    """Every request of both clients gets its 64 tokens, and output throughput and mean
+    TPOT agree within 1 %. The clients define them alike, except that bench_serving's
+    latency runs to the stream's [DONE] event and vLLM's to the last chunk with text
+    (~0.5 ms later per request, +0.1-0.2 % TPOT)."""
+    sgl, rev, rows = both_clients
+    assert_every_request_got_64_tokens(sgl)
+    assert rev["completed"] == 32 and rev["failed"] == 0
+    assert [int(r["output_tokens"]) for r in rows] == [64] * 32
+    assert rev["total_input_tokens"] == sgl["total_input_tokens"] == 32 * 128
+    for key in ("output_throughput", "mean_tpot_ms"):
+        assert abs(sgl[key] / rev[key] - 1) < 0.01, (key, sgl[key], rev[key])
+
+
 def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
     """`revati bench --engine sglang` on two emulated H200s: two SGLang TP workers coupled
     by NCCL and gloo."""
