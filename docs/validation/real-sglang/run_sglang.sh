@@ -6,10 +6,7 @@
 #   run_sglang.sh install   unpack the carried parts (/root/parts: vLLM p.*, SGLang s.*)
 #   run_sglang.sh serve     start the server in its own session, wait until it is healthy
 #   run_sglang.sh bench     the benchmarks against the running server, then stop it
-#                           (WORKLOADS: which, in order; default the three of 2026-12-02;
-#                           PROFILE=1: SGLang's torch profiler over each workload's first
-#                           steps, GPU activity only, no warm-ups; the traces, cut down to
-#                           their kernels, copies and memsets, come back as trace_W.json.gz)
+#                           (WORKLOADS: which, in order; default the three of 2026-12-02)
 # Everything it records goes under $OUT (results.tar.gz: logs, versions, commands).
 set -u
 MODE=${1:?install|serve|bench}
@@ -83,36 +80,13 @@ bench)
     local name=$1; shift
     kill -0 $(cat $W/server.pid) 2>/dev/null || { echo "server dead before $name"; return; }
     echo "flush_cache: $(curl -s -o /dev/null -w '%{http_code}' -X POST 127.0.0.1:$PORT/flush_cache)" | tee -a $W/bench_$name.log
-    local warm=16 dir=$OUT
-    if [ -n "${PROFILE:-}" ]; then
-      # the profile stops by itself after that many forward steps and writes its trace
-      local steps=$(case $name in decode_heavy|mixed_moderate) echo 200;; *) echo 150;; esac)
-      mkdir -p $W/prof/$name; warm=0; dir=$W
-      echo "start_profile: $(curl -s -o /dev/null -w '%{http_code}' -X POST 127.0.0.1:$PORT/start_profile -H 'Content-Type: application/json' -d '{"output_dir":"'$W/prof/$name'","num_steps":'$steps',"activities":["GPU"],"with_stack":false,"record_shapes":false}')" | tee -a $W/bench_$name.log
-    fi
-    local B="env PYTHONPATH=/root/site python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://127.0.0.1:$PORT --model $MODEL --tokenizer $MODEL/tokenizer --dataset-name random --ignore-eos --save-result --save-detailed --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 --seed 0 --num-warmups $warm --result-dir $dir --result-filename $name.json $*"
+    local B="env PYTHONPATH=/root/site python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://127.0.0.1:$PORT --model $MODEL --tokenizer $MODEL/tokenizer --dataset-name random --ignore-eos --save-result --save-detailed --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 --seed 0 --num-warmups 16 --result-dir $OUT --result-filename $name.json $*"
     echo "$B" >> $W/commands.txt
     local s=$(date +%s.%N)
     timeout 150 $B >> $W/bench_$name.log 2>&1; local rc=$?
     local e=$(date +%s.%N)
     echo "$name rc=$rc wall_s=$(python3 -c "print(round($e-$s,3))")" | tee -a $W/durations.txt
     grep -E -A30 'Serving Benchmark Result' $W/bench_$name.log | head -32
-    if [ -n "${PROFILE:-}" ]; then
-      for i in $(seq 1 60); do ls $W/prof/$name/*.json.gz >/dev/null 2>&1 && break; sleep 2; done
-      sleep 2; ls -la $W/prof/$name
-      python3 - $W/prof/$name $OUT/trace_$name.json.gz <<'PY'
-import glob, gzip, json, sys
-keep = ("kernel", "gpu_memcpy", "gpu_memset")
-ev = []
-for path in glob.glob(sys.argv[1] + "/*.json.gz"):
-    with gzip.open(path, "rt") as f:
-        ev += [{k: e[k] for k in ("ph", "cat", "name", "ts", "dur", "args") if k in e}
-               for e in json.load(f)["traceEvents"] if e.get("cat") in keep]
-with gzip.open(sys.argv[2], "wt") as f:
-    json.dump({"traceEvents": ev}, f)
-print(sys.argv[2], len(ev), "GPU events")
-PY
-    fi
   }
   for w in ${WORKLOADS:-decode_heavy prefill_heavy mixed_saturating}; do
     case $w in
