@@ -21,8 +21,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def exit_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C (exit status 143), so that every command's cleanup runs
-    and nothing it started outlives it."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    and nothing it started outlives it. Further SIGTERMs are ignored from then on: `timeout`
+    or a process-group kill often sends a second one, which would cut that cleanup short
+    (a Timekeeper's shared-memory segment was left in /dev/shm that way)."""
+
+    def unwind(*_: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, unwind)
 
 
 def main(argv: list[str] | None = None) -> int:
