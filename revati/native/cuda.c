@@ -407,6 +407,29 @@ int rv_func_param_bytes(CUfunction f) {
     return x && x->params && x->params->count >= 0 ? x->params->param_bytes : 0;
 }
 
+/* Where each parameter's bytes are (cuLaunchKernel's kernelParams, or extra: CU_LAUNCH_PARAM_
+ * BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END, the buffer
+ * holding the parameters at the cubin's offsets); false when they cannot be found. */
+static bool param_values(const struct rv_kernel_params *k, void **params, void **extra,
+                         const void **values) {
+    if (params) {
+        for (int i = 0; i < k->count; i++) values[i] = params[i];
+        return true;
+    }
+    const char *buf = NULL;
+    size_t len = 0;
+    for (void **e = extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
+        if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = e[1];
+        else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) len = *(size_t *)e[1];
+    }
+    if (!buf && k->count > 0) return false;
+    for (int i = 0; i < k->count; i++) {
+        if ((size_t)k->offset[i] + k->size[i] > len) return false;
+        values[i] = buf + k->offset[i];
+    }
+    return true;
+}
+
 void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l) {
     struct rv_func *x = as_func(f);
     const struct rv_kernel_params *k = x ? x->params : NULL;
@@ -416,26 +439,27 @@ void rv_func_launch_features(CUfunction f, void **params, void **extra, struct r
     l->arg_max = l->arg_sum = -1;
     if (!k || k->count < 0) return;
     const void *values[RV_MAX_PARAMS];
-    if (params) {
-        for (int i = 0; i < k->count; i++) values[i] = params[i];
-    } else {
-        /* extra: CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-         * CU_LAUNCH_PARAM_END; the buffer holds the parameters at the cubin's offsets */
-        const char *buf = NULL;
-        size_t len = 0;
-        for (void **e = extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
-            if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = e[1];
-            else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) len = *(size_t *)e[1];
-        }
-        if (!buf && k->count > 0) return;
-        for (int i = 0; i < k->count; i++) {
-            if ((size_t)k->offset[i] + k->size[i] > len) return;
-            values[i] = buf + k->offset[i];
-        }
-    }
+    if (!param_values(k, params, extra, values)) return;
     rv_arg_sizes(k->arg_layout, l->grid, l->block, k->count, k->size, values, &l->arg_max,
                  &l->arg_sum);
     rv_moe_dims(k->arg_layout, k->count, k->size, values, &l->m, &l->n, &l->k);
+}
+
+int rv_func_device_args(CUfunction f, void **params, void **extra, uintptr_t *out, int max) {
+    struct rv_func *x = as_func(f);
+    const struct rv_kernel_params *k = x ? x->params : NULL;
+    const void *values[RV_MAX_PARAMS];
+    if (!k || k->count < 0 || !param_values(k, params, extra, values)) return 0;
+    int n = 0;
+    /* pointers are 8-byte aligned, also inside structures passed by value (a ReduceOp's
+     * dst, a TensorIterator's data array), and a parameter starts at its own alignment */
+    for (int i = 0; i < k->count; i++)
+        for (size_t at = 0; at + sizeof(uintptr_t) <= k->size[i] && n < max; at += sizeof(uintptr_t)) {
+            uintptr_t p;
+            memcpy(&p, (const char *)values[i] + at, sizeof p);
+            if (p && rv_ptr_device(p) >= 0) out[n++] = p;
+        }
+    return n;
 }
 
 /* The attributes the real driver derives from a kernel's resource usage. Hopper: 64K

@@ -82,6 +82,9 @@ void rv_cuda_lazy_load(CUfunction f, CUstream h);
  * sizes among its arguments (cuLaunchKernel's kernelParams or extra; -1 when f's parameter
  * layout is unknown). */
 void rv_func_launch_features(CUfunction f, void **params, void **extra, struct rv_launch *l);
+/* The device pointers among f's arguments (up to max, into out): the memory the kernel is
+ * handed, where its results go; 0 when f's parameter layout is unknown. */
+int rv_func_device_args(CUfunction f, void **params, void **extra, uintptr_t *out, int max);
 int rv_attr(int attribute, int dev, bool *known);
 CUresult rv_unimplemented(const char *name);    /* logs once, NOT_SUPPORTED */
 /* A persistent copy of a formatted name (rv_log_once keeps the pointer it is given). */
@@ -96,6 +99,11 @@ struct rv_kernel_params *rv_cubin_params(const void *image);
 CUresult rv_dev_alloc(CUdeviceptr *dp, size_t size, int dev);
 CUresult rv_dev_free(CUdeviceptr dp);
 int rv_ptr_device(uintptr_t p);                 /* -1: not device memory */
+/* Device memory that holds what the host put there (copies to the device, copies within
+ * it, non-zero memsets) keeps it only until a kernel is handed a pointer into it: from
+ * then on it holds what the kernel computed, which no kernel computes here, so it reads
+ * zero (sampled token 0), never a stale value of a buffer the allocator gave out again. */
+void rv_device_computed(const uintptr_t *ptrs, int n);
 /* Device memory the real driver takes for itself, outside every allocator (measured on the
  * H200, docs/validation.md "KV-cache size"): a kernel's code when it first runs, executable
  * graphs' nodes, streams, the device-side system calls' set-up, and deeper thread stacks. */

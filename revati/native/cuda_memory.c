@@ -5,7 +5,8 @@
  * are host addresses, so what the host can observe (H2D metadata, D2H read-backs, memsets
  * of small buffers) is kept in real pages and round-trips exactly. Bulk device-to-device
  * copies and non-zero memsets above RV_REAL_DATA_LIMIT would only produce values that no
- * kernel computes anyway, and would cost RAM, so they are timed but not performed. */
+ * kernel computes anyway, and would cost RAM, so they are timed but not performed. Host data
+ * lasts until a kernel is handed a pointer into it; then it is zeroed (rv_device_computed). */
 #include "cuda_internal.h"
 
 #include <stdio.h>
@@ -610,6 +611,87 @@ CUresult cuMemHostGetFlags(unsigned *f, void *p) {
 }
 
 /* ---- copies and memsets -------------------------------------------------------------- */
+/* Ranges of device memory that hold host-written data (see rv_device_computed), disjoint
+ * and sorted by start. PyTorch's caching allocator hands a freed block to the next tensor
+ * without the driver seeing it, so without this a kernel's output (argmax's token ids) read
+ * back what an earlier tensor's copy left there: positions, cache slots, out of vocabulary. */
+struct range { uintptr_t start, end; };
+static struct range *g_written;
+static size_t g_nwritten, g_capwritten;
+static pthread_mutex_t g_written_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The first range ending after p (g_nwritten when none does); g_written_lock held. */
+static size_t first_ending_after(uintptr_t p) {
+    size_t lo = 0, hi = g_nwritten;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g_written[mid].end <= p) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* Forget [start, end) (trimming the ranges it overlaps) and, with `host`, record it. */
+static void host_written(uintptr_t start, uintptr_t end, bool host) {
+    if (start >= end) return;
+    pthread_mutex_lock(&g_written_lock);
+    if (g_nwritten + 2 > g_capwritten) {
+        size_t cap = g_capwritten ? 2 * g_capwritten : 256;
+        struct range *grown = realloc(g_written, cap * sizeof *g_written);
+        if (!grown) {
+            pthread_mutex_unlock(&g_written_lock);
+            rv_log_once("device shim: out of memory for host-written ranges; kernel outputs "
+                        "may read stale data", "written");
+            return;
+        }
+        g_written = grown;
+        g_capwritten = cap;
+    }
+    size_t i = first_ending_after(start), j = i;   /* [i, j): ranges overlapping [start, end) */
+    while (j < g_nwritten && g_written[j].start < end) j++;
+    struct range keep[3];
+    size_t nkeep = 0;
+    if (i < j && g_written[i].start < start) keep[nkeep++] = (struct range){g_written[i].start, start};
+    if (host) keep[nkeep++] = (struct range){start, end};
+    if (i < j && g_written[j - 1].end > end) keep[nkeep++] = (struct range){end, g_written[j - 1].end};
+    memmove(&g_written[i + nkeep], &g_written[j], (g_nwritten - j) * sizeof *g_written);
+    memcpy(&g_written[i], keep, nkeep * sizeof *keep);
+    g_nwritten = g_nwritten - (j - i) + nkeep;
+    pthread_mutex_unlock(&g_written_lock);
+}
+
+/* Plain memset, not fill()'s madvise for large ranges: the host writes these buffers again
+ * at the engine's next step, and pages dropped here would fault back in then (SGLang's
+ * scheduler: TPOT +39 % from page faults alone on the moderate mixed load). */
+static void zero_ranges(const struct range *r, int n) {
+    for (int i = 0; i < n; i++) memset((void *)r[i].start, 0, r[i].end - r[i].start);
+}
+
+void rv_device_computed(const uintptr_t *ptrs, int n) {
+    if (n <= 0) return;
+    struct range found[16];
+    int nfound = 0;
+    pthread_mutex_lock(&g_written_lock);
+    for (int k = 0; k < n && g_nwritten; k++) {
+        uintptr_t p = ptrs[k];
+        if (p < g_written[0].start || p >= g_written[g_nwritten - 1].end) continue;
+        size_t lo = first_ending_after(p);   /* < g_nwritten: p is below the last end */
+        if (g_written[lo].start > p) continue;
+        if (nfound == (int)(sizeof found / sizeof *found)) {   /* rare: zero what we have */
+            pthread_mutex_unlock(&g_written_lock);
+            zero_ranges(found, nfound);
+            nfound = 0;
+            pthread_mutex_lock(&g_written_lock);
+            k--;
+            continue;
+        }
+        found[nfound++] = g_written[lo];
+        memmove(&g_written[lo], &g_written[lo + 1], (g_nwritten - lo - 1) * sizeof *g_written);
+        g_nwritten--;
+    }
+    pthread_mutex_unlock(&g_written_lock);
+    zero_ranges(found, nfound);
+}
+
 static int copy_kind(uintptr_t dst, uintptr_t src) {
     int dd = rv_ptr_device(dst), sd = rv_ptr_device(src);
     if (dd >= 0 && sd >= 0) return dd == sd ? RV_COPY_D2D : RV_COPY_P2P;
@@ -624,6 +706,7 @@ static void move_data(uintptr_t dst, uintptr_t src, size_t n, int kind) {
         return;
     }
     memmove((void *)dst, (const void *)src, n);
+    if (kind != RV_COPY_D2H && kind != RV_COPY_H2H) host_written(dst, dst + n, true);
 }
 static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool sync, const char *call) {
     if (n && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
@@ -685,6 +768,7 @@ static void fill(uintptr_t d, unsigned v, size_t elem, size_t n) {
         memset((void *)e, 0, d + bytes - e);
         return;
     }
+    host_written(d, d + bytes, bytes <= RV_REAL_DATA_LIMIT);
     if (bytes > RV_REAL_DATA_LIMIT) {
         rv_log_once("device shim: large non-zero memsets are timed, not performed", "memset");
         return;

@@ -38,9 +38,15 @@ struct node {
     struct power power;  /* rv_power_load of the node, with its prediction */
     bool by_batch; /* attention: predicted again at every replay */
     size_t driver_bytes; /* what an executable graph keeps for it (rv_graph_node_bytes) */
+    uintptr_t *args;     /* a kernel's device pointers (rv_device_computed at each replay) */
+    int nargs;
 };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
-struct exec { uint32_t magic; struct graph g; int dev; size_t driver_bytes; };
+struct exec {
+    uint32_t magic; struct graph g; int dev; size_t driver_bytes;
+    uintptr_t *args; int nargs;   /* its kernels' device pointers, sorted, each once */
+    bool args_gathered;           /* at its first replay (its nodes never change after) */
+};
 
 struct stream {
     uint32_t magic;
@@ -219,6 +225,22 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->predicted = -1;
     n->by_batch = false;
     n->driver_bytes = driver_bytes;
+    n->args = NULL;
+    n->nargs = 0;
+}
+
+/* The device pointers of the kernel being launched by this thread, for rv_enqueue_kernel:
+ * handed to rv_device_computed now, or kept in the captured node for its replays. */
+#define RV_MAX_DEVICE_ARGS 256
+static __thread uintptr_t t_args[RV_MAX_DEVICE_ARGS];
+static __thread int t_nargs;
+
+static void node_args(struct node *n, const uintptr_t *args, int nargs) {
+    if (nargs <= 0) return;
+    n->args = malloc((size_t)nargs * sizeof *args);
+    if (!n->args) return;
+    memcpy(n->args, args, (size_t)nargs * sizeof *args);
+    n->nargs = nargs;
 }
 
 /* Each GPU's power state (rv_power_load): h in [0, 1], the power draw of the work it ran
@@ -334,6 +356,8 @@ CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
 
 CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
                            int param_bytes, bool pdl) {
+    int nargs = t_nargs;   /* this launch's device pointers, never a later operation's */
+    t_nargs = 0;
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     dilate_cpu();
     log_launch(l);
@@ -341,10 +365,13 @@ CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *na
     if (!s) return CUDA_ERROR_INVALID_HANDLE;
     struct rv_launch copy = *l;
     copy.device = rv_phys(s->dev);
-    if (s->capture)
+    bool captured = s->capture != NULL;
+    if (captured) {
         graph_add(s->capture, &copy, name, NULL, NULL, rv_graph_node_bytes(l, param_bytes, pdl));
-    else queue_note(s, append(s, &copy, name));
+        node_args(&s->capture->nodes[s->capture->n - 1], t_args, nargs);
+    } else queue_note(s, append(s, &copy, name));
     pthread_mutex_unlock(&g_tl);
+    if (!captured) rv_device_computed(t_args, nargs);
     return CUDA_SUCCESS;
 }
 
@@ -446,6 +473,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;
     rv_func_launch_features(f, params, extra, &l);
+    t_nargs = rv_func_device_args(f, params, extra, t_args, RV_MAX_DEVICE_ARGS);
     return rv_enqueue_kernel(s, &l, name, rv_func_param_bytes(f), pdl);
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -822,6 +850,29 @@ CUresult cuGraphExecDestroy(CUgraphExec h) {
     return CUDA_SUCCESS;
 }
 CUresult cuGraphUpload(CUgraphExec h, CUstream s) { return as_exec(h) ? rv_check_stream(s) : CUDA_ERROR_INVALID_VALUE; }
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+/* Every device pointer e's kernels are handed, each once (gathered at the first replay). */
+static void exec_args(struct exec *e) {
+    if (e->args_gathered) return;
+    size_t n = 0;
+    for (size_t i = 0; i < e->g.n; i++) n += (size_t)e->g.nodes[i].nargs;
+    uintptr_t *args = n ? malloc(n * sizeof *args) : NULL;
+    if (n && !args) return;
+    n = 0;
+    for (size_t i = 0; i < e->g.n; i++)
+        for (int k = 0; k < e->g.nodes[i].nargs; k++) args[n++] = e->g.nodes[i].args[k];
+    qsort(args, n, sizeof *args, cmp_ptr);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!m || args[i] != args[m - 1]) args[m++] = args[i];
+    e->args = args;
+    e->nargs = (int)m;
+    e->args_gathered = true;
+}
+
 CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     struct exec *e = as_exec(h);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
@@ -831,8 +882,12 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     if (!s->capture) queue_note(s, ready_time(s));   /* a graph launch takes one place */
     for (size_t i = 0; i < e->g.n; i++) {
         struct node *n = &e->g.nodes[i];
-        if (s->capture) graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->driver_bytes);
-        else if (n->join) joined(s, n->name, n->join, n->ctx);
+        if (s->capture) {
+            graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->driver_bytes);
+            node_args(&s->capture->nodes[s->capture->n - 1], n->args, n->nargs);
+            continue;
+        }
+        if (n->join) joined(s, n->name, n->join, n->ctx);
         else {
             /* a graph replays the same launches every time: predict each node once, except
              * attention, whose cost follows the batch the engine reported for this step */
@@ -844,7 +899,12 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
             append_timed(s, &n->l, n->name, n->predicted, &n->power);
         }
     }
+    bool replay = !s->capture;
     pthread_mutex_unlock(&g_tl);
+    if (replay) {   /* what its kernels are handed now holds what they computed */
+        exec_args(e);
+        rv_device_computed(e->args, e->nargs);
+    }
     return CUDA_SUCCESS;
 }
 CUresult cuGraphExecUpdate_v2(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo *info) {

@@ -107,6 +107,52 @@ print(json.dumps(ran))
                    "torch.bfloat16": True, "sdpa": True, "graph": True}
 
 
+
+def test_a_kernels_output_reads_zero_not_what_an_earlier_tensor_left(emulated):
+    """PyTorch's caching allocator gives a freed block to the next tensor without the driver
+    seeing it. A kernel's output there (argmax's token ids, SGLang's greedy sampling) read
+    back what an earlier copy to the device had left: int32 pairs such as [128, 128] read as
+    one int64 token id 0x8000000080, out of the vocabulary. Host data lasts until a kernel
+    is handed it; what a kernel computes reads zero (token 0), in eager launches and graph
+    replays alike, and host data no kernel was handed still round-trips."""
+    out = emulated.json("""
+import json, torch
+def stale(n):   # host data copied into a block, the block freed (no kernel was handed it)
+    g = torch.full((2 * n,), 128, dtype=torch.int32).cuda()
+    p = g.data_ptr()
+    del g
+    return p
+logits = torch.zeros(4, 1000, device="cuda")
+p = stale(4)
+ids = logits.argmax(-1)
+out = {"reused": ids.data_ptr() == p, "eager": ids.tolist()}
+# the same in a CUDA graph: its output buffer holds host data when the graph is replayed
+static = torch.zeros(4, 1000, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    static.argmax(-1)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    gids = static.argmax(-1)
+gids.copy_(torch.full((4,), 7, dtype=torch.int64))   # a device-to-device copy: host data
+before = gids.tolist()
+g.replay()
+out["graph"] = [before, gids.tolist()]
+# host data that no kernel was handed still reads back, through a device-to-device copy too
+x = torch.arange(1000, 1016, dtype=torch.int64).cuda()
+y = torch.empty_like(x)
+y.copy_(x)
+out["roundtrip"] = y.tolist() == list(range(1000, 1016))
+print(json.dumps(out))
+""")
+    assert out["reused"], "the allocator did not reuse the block: the test proves nothing"
+    assert out["eager"] == [0, 0, 0, 0]
+    assert out["graph"] == [[7, 7, 7, 7], [0, 0, 0, 0]]
+    assert out["roundtrip"]
+
+
 D_NS = 2_000_000
 
 
@@ -122,6 +168,8 @@ queued = time.perf_counter() - t0
 torch.cuda.synchronize()
 synced = time.perf_counter() - t0
 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+for _ in range(5):  # 10 ms of work ahead of the events: a slow moment of the host does not
+    x.add_(1)       # reach them (the stream stays busy while the host queues the rest)
 start.record()
 for _ in range(10):
     x.add_(1)
@@ -144,7 +192,7 @@ print(json.dumps({"queued": queued, "synced": synced, "elapsed_ms": elapsed_ms,
                   "overlapped": overlapped}))
 """, REVATI_PREDICT_FIXED_NS=str(D_NS))
     assert out["queued"] < 0.1 and 0.100 <= out["synced"] < 0.100 + 0.08
-    assert 20.0 <= out["elapsed_ms"] < 20.0 + 3.0
+    assert out["elapsed_ms"] == pytest.approx(20.0, abs=0.01)
     assert 0.050 <= out["overlapped"] < 0.100  # two 50 ms streams overlap
 
 
@@ -191,7 +239,7 @@ def test_compute_bound_work_slows_down_at_the_power_limit(emulated):
     sustained_power)."""
     power = load_spec("h200_sxm").sustained_power
     out = emulated.json("""
-import json, time, torch
+import json, statistics, time, torch
 F = torch.nn.functional
 def series(m, n, k=4096, out=28672):
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -205,14 +253,16 @@ def series(m, n, k=4096, out=28672):
         a.record(); F.linear(x, w); b.record(); evs.append((a, b))
     torch.cuda.synchronize()
     return [a.elapsed_time(b) for a, b in evs]
-# [1]: the first launch after idling also holds the host's time to queue it
-hot = series(2048, 800)
-# [3]: three launches (1.8 ms) queued ahead of it, so a slow moment of the host between two
-# launches does not reach its events; 1.8 ms of work leaves the GPU cold (time constant 42 ms)
+def cold(t):  # [0] also holds the host's time to queue it. A slow moment of the host
+    return min(t[1:4])  # between two launches can idle the GPU inside a pair of events and
+                        # only lengthen it; 2.4 ms of work leaves the GPU cold (constant 42 ms)
+def hot(t):
+    return statistics.median(t[-50:])
+heated = series(2048, 800)
 again = series(2048, 5)
 cool = series(16, 400, 16384, 57344)  # 1.9 GB of weights a call: long enough to queue
-print(json.dumps({"first": hot[1], "last": hot[-1], "again": again[3],
-                  "mem_first": cool[1], "mem_last": cool[-1]}))
+print(json.dumps({"first": cold(heated), "last": hot(heated), "again": cold(again),
+                  "mem_first": cold(cool), "mem_last": hot(cool)}))
 """)
     assert out["last"] / out["first"] == pytest.approx(power["gemm_slowdown"], rel=0.01)
     assert out["again"] == pytest.approx(out["first"], rel=0.01), out

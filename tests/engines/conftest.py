@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 from revati.workload.bench import EmulatedServer
+
+BENCH = [sys.executable, "-m", "revati.cli.main", "bench"]
 
 
 def post(srv: EmulatedServer, path: str, body: dict) -> dict:
@@ -15,3 +20,13 @@ def post(srv: EmulatedServer, path: str, body: dict) -> dict:
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=300) as r:
         return json.loads(r.read())
+
+
+def run_bench_command(out: Path, args: list[str],
+                      engine_args: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
+    """The whole `revati bench ARGS --out OUT -- ENGINE_ARGS` on a deployment of its own, which
+    must succeed; returns the finished command and its summary.json."""
+    r = subprocess.run([*BENCH, *args, "--out", str(out), "--", *engine_args],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r, json.loads((out / "summary.json").read_text())

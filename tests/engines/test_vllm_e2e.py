@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -99,8 +97,11 @@ def test_trace_replay_sends_each_request_at_its_virtual_time(server: EmulatedSer
     got = [(float(r["send_time_s"]), int(r["input_tokens"]), int(r["output_tokens"]))
            for r in rows]
     assert [g[1:] for g in got] == [x[1:] for x in sent]
-    # in virtual time the client sends on schedule, whatever the host's speed
-    assert [g[0] for g in got] == pytest.approx([x[0] for x in sent], abs=0.005)
+    # in virtual time the client sends on schedule (the trace's first 40 s skipped), never
+    # early; late only by the client's own work between its wake-up and the send, host time
+    # that counts on the virtual clock: under 5 ms on an idle host, 14 ms seen on a loaded one
+    for (t, *_), (want, *_) in zip(got, sent, strict=True):
+        assert want <= t < want + 0.05, (got, sent)
     assert s["duration"] > 2.25
 
 
@@ -115,36 +116,3 @@ def test_sharegpt_lengths_fit_the_engine_and_follow_the_seed(server: EmulatedSer
     rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert [(int(r["input_tokens"]), int(r["output_tokens"])) for r in rows] == [
         (r.input_len, r.output_len) for r in sharegpt(6, 5, max_len=4096)]
-
-
-def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
-    base = [sys.executable, "-m", "revati.cli.main", "bench", "--hardware", "h200",
-            "--out", str(tmp_path)]
-    r = subprocess.run([*base, "--model", "gpt5"], capture_output=True, text=True)
-    assert r.returncode == 1 and "gpt5" in r.stderr
-    r = subprocess.run([*base[:-4], "--model", "llama3_8b", "--hardware", "b999", "--out",
-                        str(tmp_path)], capture_output=True, text=True)
-    assert r.returncode == 1 and "unknown hardware 'b999'" in r.stderr
-    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "sglang",
-                        "--engine-python", "/usr/bin/python3"], capture_output=True, text=True)
-    assert r.returncode == 1 and "sglang is not installed for /usr/bin/python3" in r.stderr
-    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "trt"],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "invalid choice: 'trt'" in r.stderr
-
-
-def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
-    """The whole `revati bench` command on two emulated H200s: two vLLM workers whose
-    NCCL and custom all-reduce couple their timelines."""
-    r = subprocess.run(
-        [sys.executable, "-m", "revati.cli.main", "bench", "--model", "llama3_8b",
-         "--hardware", "h200", "--tp", "2", "--input-len", "128", "--output-len", "32",
-         "--num-prompts", "10", "--request-rate", "10", "--out", str(tmp_path), "--",
-         "--max-model-len", "4096"], capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "[revati bench] done: 10 requests" in r.stdout
-    s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["completed"] == 10 and s["revati"]["tp"] == 2
-    assert s["total_output_tokens"] == 10 * 32
-    assert s["num_gpu_blocks"] > 100_000  # half the weights per GPU: more room for KV
-    assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
