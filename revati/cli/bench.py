@@ -104,6 +104,11 @@ def main(args: argparse.Namespace) -> int:
     except BenchError as e:
         print(f"revati bench: {e}", file=sys.stderr)
         return 1
+    if s.get("failed") or not s["completed"]:
+        why = "; ".join(f"{n} x {e}" for e, n in s["failure_reasons"].items()) or "no error given"
+        print(f"revati bench: {s.get('failed', 0)} of {s['completed'] + s.get('failed', 0)} "
+              f"requests failed ({why}); see {args.out}/engine.log", file=sys.stderr)
+        return 1
     print(f"[revati bench] done: {s['completed']} requests, mean TTFT {s['mean_ttft_ms']:.1f} ms,"
           f" mean TPOT {s['mean_tpot_ms']:.2f} ms, output {s['output_throughput']:.1f} tok/s, "
           f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s "

@@ -32,6 +32,14 @@ FLAGS = [
     # unknown-word token on purpose). The warm-up measures nothing; `revati bench
     # --num-warmups` sends warm-up requests the vocabulary can express.
     "--skip-server-warmup",
+    # An idle scheduler otherwise spins on its sockets at a full core (SGLang's own default:
+    # on a GPU node every scheduler has a core to itself, so the spin delays nothing). On
+    # the emulation host that core is shared with the API server, the detokenizer and the
+    # load generator, whose CPU work counts on the virtual clock: measured on the 2-core
+    # development VM, the idle scheduler took 0.92-0.95 of a core while the load generator
+    # started, 0.04-0.08 with this flag, which blocks it in a zmq poll until a request
+    # arrives (the flag changes nothing once a batch runs).
+    "--sleep-on-idle",
 ]
 
 
@@ -81,3 +89,22 @@ def num_gpu_blocks(port: int) -> int | None:
     info = http_json(port, "/server_info", timeout=10)
     tokens, page = info.get("max_total_num_tokens"), info.get("page_size") or 1
     return int(tokens) // int(page) if tokens else None
+
+
+def bench_serving_command(python: Path, port: int, model_dir: Path, tokenizer_dir: Path,
+                          result: Path, num_prompts: int, input_len: int, output_len: int,
+                          seed: int, extra: list[str]) -> list[str]:
+    """SGLang's own load generator, unmodified (`python -m sglang.bench_serving`): random-token
+    prompts of exactly input_len tokens, output_len tokens each (ignore_eos, its default), one
+    request in flight, after one warm-up request (the first prompt), SGLang's radix cache
+    flushed after it so that the first measured request finds no prefix cached; its result,
+    with the per-request details, as result's last JSON line. Two runs with one seed send the
+    same prompts."""
+    return [str(python), "-m", "sglang.bench_serving", "--backend", "sglang-oai",
+            "--host", "127.0.0.1", "--port", str(port), "--model", str(model_dir),
+            "--tokenizer", str(tokenizer_dir), "--dataset-name", "random-ids",
+            "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+            "--random-range-ratio", "1", "--num-prompts", str(num_prompts),
+            "--request-rate", "inf", "--max-concurrency", "1", "--seed", str(seed),
+            "--warmup-requests", "1", "--flush-cache", "--disable-tqdm",
+            "--output-file", str(result), "--output-details", *extra]

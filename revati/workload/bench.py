@@ -15,10 +15,10 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from revati.hostspeed import host_cpu_ms, torch_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
 from revati.models.sizing import routing_env
+from revati.ports import free_port, is_free
 from revati.predict.totals import read_totals
 from revati.timewarp.runner import emulated_env, start_notices
 from revati.timewarp.timekeeper import Timekeeper, host_cores
@@ -110,13 +111,13 @@ def find_python(engine: str, given: Path | None = None) -> Path:
     return python
 
 
-def free_port(requested: int | None) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", requested or 0))
-        except OSError as e:
-            raise BenchError(f"port {requested} is in use: {e.strerror}") from e
-        return s.getsockname()[1]
+def server_port(requested: int | None) -> int:
+    """The API server's port: the one asked for, which must be free, or one of ports.free_port."""
+    if requested is None:
+        return free_port()
+    if not is_free(requested):
+        raise BenchError(f"port {requested} is in use")
+    return requested
 
 
 _PROC_PREFIX = re.compile(r"^\([\w-]+ pid=\d+\)\s?")
@@ -240,7 +241,7 @@ class EmulatedServer:
         spec = load_spec(self.hardware)
         self.gpu_node_cpu_ms, self.gpu_node_torch_ms = spec.host_cpu_ms, spec.host_torch_ms
         self.opts = opts
-        self.port = free_port(opts.port)
+        self.port = server_port(opts.port)
         self.out = opts.out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.folder = materialise(self.model, MODELS_DIR)
@@ -475,6 +476,9 @@ def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     summary["attention_by_batch_s"] = None
     summary["unseen_kernel_share"] = None
     summary["launch_only_share"] = None
+    # why requests failed, the most frequent first: the client keeps one error per request
+    reasons = Counter(e.strip().splitlines()[-1][:300] for e in raw.get("errors") or [] if e)
+    summary["failure_reasons"] = dict(reasons.most_common(5))
     return summary
 
 

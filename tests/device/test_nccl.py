@@ -3,11 +3,12 @@
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
+
+from revati.ports import free_port
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -30,11 +31,6 @@ dist.destroy_process_group()
 print(json.dumps(out))
 """
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ranks(emulated, body: str, world: int, epilogue: str = EPILOGUE) -> list[dict]:

@@ -36,11 +36,14 @@ def test_datetime_now_follows_virtual_time() -> None:
 
 
 def test_shell_sleep_command() -> None:
-    # bash's own clock (EPOCHREALTIME) reads gettimeofday: no fork of `date` in the interval
+    # bash's own clock (EPOCHREALTIME) reads gettimeofday: no fork of `date` in the interval.
+    # The interval still holds the fork and exec of `sleep` with its preloaded shims, real
+    # work that takes real (so virtual) time: 5-15 ms on the 2-core CI machine, so the bound
+    # above the hour is loose; what matters is that the hour passed and was not waited.
     r = revati_run(["bash", "-c", "a=$EPOCHREALTIME; sleep 3600; b=$EPOCHREALTIME; "
                     "echo \"$b - $a\" | bc"])
     assert r.returncode == 0, r.stderr
-    assert float(r.stdout) == pytest.approx(HOUR, abs=0.01)
+    assert HOUR <= float(r.stdout) < HOUR + 0.25
     assert r.wall_s < HOUR / 100
 
 

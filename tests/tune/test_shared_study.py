@@ -10,7 +10,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
+from revati.ports import free_port
+
 
 def _pg_bindir() -> Path | None:
     found = shutil.which("pg_ctl")
@@ -29,11 +30,6 @@ def _pg_bindir() -> Path | None:
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     return Path(candidates[-1]).parent if candidates else None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +47,7 @@ def postgres_url():
         nobody = pwd.getpwnam("nobody")
         os.chown(root, nobody.pw_uid, nobody.pw_gid)
         as_user = ["runuser", "-u", "nobody", "--"]
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
 
     def pg(*args: str) -> None:
         subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)

@@ -1,4 +1,5 @@
-"""CPU seconds (user + system, all threads) of each process given, from /proc: `cpu_of.py PID...`."""
+"""CPU seconds (user + system, all threads) of each process given, from /proc:
+`cpu_of.py PID...`."""
 import os
 import sys
 

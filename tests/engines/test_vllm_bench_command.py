@@ -1,0 +1,62 @@
+"""The whole `revati bench` command for vLLM: bad input refused clearly, a TP 2
+deployment end to end, and synchronous scheduling.
+
+Apart from the shared server of test_vllm_e2e.py, so that no idle emulated engine competes
+with these deployments for the host's two cores."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.engines.conftest import BENCH, run_bench_command
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
+    base = [*BENCH, "--hardware", "h200", "--out", str(tmp_path)]
+    r = subprocess.run([*base, "--model", "gpt5"], capture_output=True, text=True)
+    assert r.returncode == 1 and "gpt5" in r.stderr
+    r = subprocess.run([*BENCH, "--model", "llama3_8b", "--hardware", "b999", "--out",
+                        str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 1 and "unknown hardware 'b999'" in r.stderr
+    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "sglang",
+                        "--engine-python", "/usr/bin/python3"], capture_output=True, text=True)
+    assert r.returncode == 1 and "sglang is not installed for /usr/bin/python3" in r.stderr
+    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "trt"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid choice: 'trt'" in r.stderr
+
+
+def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
+    """The whole `revati bench` command on two emulated H200s: two vLLM workers whose
+    NCCL and custom all-reduce couple their timelines."""
+    r, s = run_bench_command(
+        tmp_path, ["--model", "llama3_8b", "--hardware", "h200", "--tp", "2", "--input-len",
+                   "128", "--output-len", "32", "--num-prompts", "10", "--request-rate", "10"],
+        ["--max-model-len", "4096"])
+    assert "[revati bench] done: 10 requests" in r.stdout
+    assert s["completed"] == 10 and s["revati"]["tp"] == 2
+    assert s["total_output_tokens"] == 10 * 32
+    assert s["num_gpu_blocks"] > 100_000  # half the weights per GPU: more room for KV
+    assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
+
+
+def test_synchronous_scheduling_serves_every_request(tmp_path: Path) -> None:
+    """`--no-async-scheduling`, one of the scheduler settings a sweep tries: the engine core
+    reads each step's sampled token ids back from device memory that no kernel wrote here.
+    Before kernel outputs read zero, those ids were what an earlier copy had left in the
+    block (34359738368: an int32 pair read as one id) and vLLM's bookkeeping died at its
+    first step with an OverflowError, failing every request."""
+    r, s = run_bench_command(
+        tmp_path, ["--model", "llama3_8b", "--hardware", "h200", "--input-len", "64",
+                   "--output-len", "16", "--num-prompts", "8", "--request-rate", "inf",
+                   "--num-warmups", "2"],
+        ["--max-model-len", "4096", "--no-async-scheduling"])
+    assert s["completed"] == 8 and s["failed"] == 0, s["failure_reasons"]
+    rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
+    assert [(int(x["input_tokens"]), int(x["output_tokens"])) for x in rows] == [(64, 16)] * 8
