@@ -76,8 +76,8 @@ def _predictor_models(hardware: str) -> dict[str, str]:
 def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
     """Variables to add to a child's environment so it sees `gpus` GPUs of `hardware`.
 
-    LD_LIBRARY_PATH and LD_PRELOAD hold only our entries: the caller prepends them to any
-    existing value (apply_env does).
+    LD_LIBRARY_PATH, LD_PRELOAD and LIBRARY_PATH hold only our entries: the caller prepends
+    them to any existing value (apply_env does).
     """
     spec = load_spec(hardware)
     if not 1 <= gpus <= spec.gpus_per_node:
@@ -99,6 +99,10 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
         "REVATI_GPUS": str(gpus),
         # Triton otherwise asks `ldconfig -p` where libcuda is, which finds no driver here.
         "TRITON_LIBCUDA_PATH": str(lib),
+        # Kernels built at run time link the driver with -lcuda, which a GPU machine's
+        # system library path resolves (FlashInfer's top-k/top-p sampler under SGLang); the
+        # compiler looks in LIBRARY_PATH too, and the shim's SONAME is the driver's.
+        "LIBRARY_PATH": str(lib),
     }
 
 
@@ -106,7 +110,7 @@ def apply_env(base: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """Merge `extra` into a copy of `base`, prepending to path-like variables."""
     out = dict(base)
     for key, value in extra.items():
-        if key in ("LD_LIBRARY_PATH", "LD_PRELOAD") and out.get(key):
+        if key in ("LD_LIBRARY_PATH", "LD_PRELOAD", "LIBRARY_PATH") and out.get(key):
             out[key] = value + ":" + out[key]
         else:
             out[key] = value

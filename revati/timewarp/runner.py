@@ -56,13 +56,14 @@ def emulated_env(segment: Path, log_level: str, extra: dict[str, str]) -> dict[s
     caller and `extra` (e.g. the device shim's libraries) ask for."""
     env = dict(os.environ)
     preload = [str(time_shim_path())]
-    for key in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
+    paths = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LIBRARY_PATH")
+    for key in paths:
         parts = [p for p in (extra.get(key, ""), env.get(key, "")) if p]
         if key == "LD_PRELOAD":
             parts = preload + parts
         if parts:
             env[key] = ":".join(parts)
-    env.update({k: v for k, v in extra.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")})
+    env.update({k: v for k, v in extra.items() if k not in paths})
     env["REVATI_SHM"] = str(segment)
     env["REVATI_LOG_LEVEL"] = log_level
     env["REVATI_NOTICES"] = str(NOTICES)
