@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="emulate GPUs of this model (conf/hardware/NAME.yaml, e.g. h200_sxm)")
     p.add_argument("--gpus", type=int, default=1, help="number of emulated GPUs (with --hardware)")
     p.add_argument("--cores", type=parse_cores, default=0, metavar="N|auto|off",
-                   help="correct for CPU contention: while more emulated threads are runnable "
-                   "than N cores, virtual time runs at N/runnable of real speed (auto: this "
+                   help="correct for CPU contention: virtual time runs at the share of a core "
+                   "each running emulated thread gets: N/runnable while more than N are "
+                   "runnable, or less where other programs take the cores too (auto: this "
                    "host's cores; default off: CPU work counts at real speed)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=main)

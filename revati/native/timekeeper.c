@@ -10,12 +10,17 @@
  * deadline and hands the threads due there back to `running` before waking them.
  *
  * CPU contention (optional, rv_tk_set_cores): emulated threads do real CPU work, which
- * counts in virtual time. When more of them are runnable than the host has cores, each
- * gets only a share of a core and its work takes longer in real time than on the target
- * host, where every engine process has a core of its own. Every RV_SAMPLE_NS the
- * Timekeeper counts the emulated threads the kernel has runnable (state R) and, while
- * they outnumber the cores, runs virtual time at cores/runnable of real speed, so a
- * thread's work costs it the virtual time it would take with a core to itself. */
+ * counts in virtual time. On the target host every engine process has a core of its own;
+ * here a thread that must share its core, with other emulated threads or with anything else
+ * this host runs, does its work more slowly in real time. Every RV_SAMPLE_NS the Timekeeper
+ * looks at the emulated threads that are running and sets the rate of virtual time for the
+ * next interval to the smaller of two estimates of the share of a core each gets:
+ * cores/runnable while the threads the kernel has runnable (state R) outnumber the cores
+ * (instant, but blind to other programs), and the share they actually got over the last
+ * RV_SHARE_WINDOW_NS, their time on a CPU over their time runnable, from the kernel's
+ * per-thread schedstat (on-CPU and run-queue wait time; it sees every cause, other programs
+ * and CPU affinity included). So a thread's work costs it the virtual time it would take with
+ * a core to itself. Time a hypervisor steals from a virtual CPU shows in neither estimate. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +40,12 @@
 #define RV_PENDING_LIMIT_NS 5000000000LL /* a child that never attaches is not emulated */
 #define RV_RESEND_NS 1000000LL      /* re-send a wake signal that may have been lost */
 #define RV_SAMPLE_NS 2000000LL      /* CPU contention is sampled this often */
+/* The measured share is taken over this much real time: schedstat's counters move at the
+ * scheduler's ticks and context switches (4 ms at HZ=250), so one sample says little. */
+#define RV_SHARE_WINDOW_NS 20000000LL
+/* A share above this reads as a core of its own: on an idle host the Timekeeper's own polls
+ * and short-lived helpers delay running threads by a few per cent, which is not contention. */
+#define RV_SHARE_FULL_PPM 900000LL
 
 enum tk_result { TK_STOPPED = 0, TK_DEADLOCK = 1 };
 enum step { STEP_JUMPED, STEP_BUSY, STEP_RETRY, STEP_IDLE };
@@ -45,12 +56,17 @@ static FILE *jump_trace;
 static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers count as blocked */
 
 struct task_fd { int fd, pid, tid; };
-static struct task_fd task_fds[RV_MAX_THREADS];
+static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
+/* A running thread's schedstat at the last sample (run and wait ns, the sample's number) */
+static struct { int64_t run, wait, sample; int pid, tid; } sched_seen[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
 static int cores; /* 0: no contention correction */
 /* contention statistics: real time sampled, of it under contention, and the virtual time
  * that real time became; runnable thread counts summed over samples */
 static int64_t sampled_real, dilated_real, dilated_virt, samples, runnable_sum;
+/* the measured share: on-CPU and run-queue ns of running threads in the current window, the
+ * window's real length, and the share the last full window gave (ppm) */
+static int64_t window_run, window_wait, window_real, share_ppm = RV_RATE_ONE;
 
 /* Virtual now of real CLOCK_MONOTONIC ns (the only writer reads its own map). */
 static int64_t virt_at(int64_t real) {
@@ -92,7 +108,7 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     }
     atomic_thread_fence(memory_order_seq_cst);
     S->magic = RV_SHM_MAGIC; /* last: processes check it before trusting the segment */
-    for (int i = 0; i < RV_MAX_THREADS; i++) task_fds[i].fd = -1;
+    for (int i = 0; i < RV_MAX_THREADS; i++) task_fds[i].fd = sched_fds[i].fd = -1;
     return 0;
 }
 
@@ -130,25 +146,52 @@ RV_EXPORT void rv_tk_child_started(int idx, int pid) {
     atomic_compare_exchange_strong(&S->procs[idx].pid, &zero, pid);
 }
 
-/* Kernel scheduling state of a thread ('R', 'S', 'D', ...), 0 if it no longer exists. */
-static char task_state(int i, const struct rv_thread *t) {
-    struct task_fd *c = &task_fds[i];
+/* Read the thread's /proc/<pid>/task/<tid>/FILE into buf (fd cached in c); false if gone. */
+static bool task_read(struct task_fd *c, const struct rv_thread *t, const char *file,
+                      char *buf, size_t len) {
     int pid = atomic_load(&t->pid), tid = t->tid;
     if (c->fd < 0 || c->pid != pid || c->tid != tid) {
         if (c->fd >= 0) close(c->fd);
         char path[64];
-        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+        snprintf(path, sizeof path, "/proc/%d/task/%d/%s", pid, tid, file);
         c->fd = open(path, O_RDONLY | O_CLOEXEC);
         c->pid = pid;
         c->tid = tid;
-        if (c->fd < 0) return 0;
+        if (c->fd < 0) return false;
     }
-    char buf[512];
-    ssize_t n = pread(c->fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
+    ssize_t n = pread(c->fd, buf, len - 1, 0);
+    if (n <= 0) return false;
     buf[n] = 0;
+    return true;
+}
+
+/* Kernel scheduling state of a thread ('R', 'S', 'D', ...), 0 if it no longer exists. */
+static char task_state(int i, const struct rv_thread *t) {
+    char buf[512];
+    if (!task_read(&task_fds[i], t, "stat", buf, sizeof buf)) return 0;
     char *p = strrchr(buf, ')');
     return (p && p[1] == ' ') ? p[2] : 0;
+}
+
+/* Add what running thread i spent on a CPU and waiting for one since the last sample (when
+ * it was running then too) to the current window. */
+static void add_sched_time(int i, const struct rv_thread *t) {
+    char buf[128];
+    long long run, wait;
+    if (!task_read(&sched_fds[i], t, "schedstat", buf, sizeof buf) ||
+        sscanf(buf, "%lld %lld", &run, &wait) != 2)
+        return;
+    int pid = atomic_load(&t->pid);
+    if (sched_seen[i].sample == samples - 1 && sched_seen[i].pid == pid &&
+        sched_seen[i].tid == t->tid) {
+        window_run += run - sched_seen[i].run;
+        window_wait += wait - sched_seen[i].wait;
+    }
+    sched_seen[i].run = run;
+    sched_seen[i].wait = wait;
+    sched_seen[i].sample = samples;
+    sched_seen[i].pid = pid;
+    sched_seen[i].tid = t->tid;
 }
 
 static bool pid_alive(int pid) {
@@ -308,16 +351,18 @@ static int64_t wake_due(int64_t now_v) {
     return next;
 }
 
-/* Count the emulated threads the kernel has runnable and set the clock rate for the
- * next interval: cores/runnable of real speed while they outnumber the cores. The
- * interval just ended ran at the rate set by the previous sample. */
+/* Set the clock rate for the next interval from the running emulated threads' share of a
+ * core (see the top of this file). The interval just ended ran at the rate set by the
+ * previous sample. */
 static void sample_contention(int64_t now, int64_t interval) {
     int runnable = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
         int32_t st = atomic_load(&t->state);
-        if ((st == RV_T_RUNNING || st == RV_T_WAKING) && task_state(j, t) == 'R') runnable++;
+        if (st != RV_T_RUNNING && st != RV_T_WAKING) continue;
+        if (task_state(j, t) == 'R') runnable++;
+        add_sched_time(j, t);
     }
     int64_t rate = atomic_load(&S->rate_ppm);
     sampled_real += interval;
@@ -327,7 +372,19 @@ static void sample_contention(int64_t now, int64_t interval) {
     }
     samples++;
     runnable_sum += runnable;
+    window_real += interval;
+    if (window_real >= RV_SHARE_WINDOW_NS) {
+        /* a window in which the threads were runnable for under a millisecond in all says
+         * nothing new: the share stays */
+        if (window_run + window_wait >= 1000000) {
+            int64_t share = RV_RATE_ONE * window_run / (window_run + window_wait);
+            share_ppm = share >= RV_SHARE_FULL_PPM ? RV_RATE_ONE : share < RV_RATE_ONE / 100
+                                                                       ? RV_RATE_ONE / 100 : share;
+        }
+        window_run = window_wait = window_real = 0;
+    }
     int64_t next = runnable > cores ? RV_RATE_ONE * cores / runnable : RV_RATE_ONE;
+    if (share_ppm < next) next = share_ppm;
     if (next != rate) set_map(now, virt_at(now), next);
 }
 

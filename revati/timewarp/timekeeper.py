@@ -61,13 +61,14 @@ class Contention:
     """How much CPU contention slowed virtual time (Timekeeper(cores=N) only)."""
 
     sampled_s: float      # real seconds the Timekeeper watched
-    contended_s: float    # of them, with more runnable emulated threads than cores
+    contended_s: float    # of them, with the emulated threads short of a core each
     virtual_s: float      # the virtual seconds the contended real seconds became
     mean_runnable: float  # runnable emulated threads, on average over the samples
 
     def __str__(self) -> str:
-        return (f"{self.contended_s:.1f} of {self.sampled_s:.1f} real seconds had more "
-                f"runnable threads than cores (mean {self.mean_runnable:.2f} runnable); "
+        return (f"{self.contended_s:.1f} of {self.sampled_s:.1f} real seconds had the "
+                f"emulated threads short of a core each (mean {self.mean_runnable:.2f} "
+                "runnable); "
                 f"they counted as {self.virtual_s:.1f} virtual seconds")
 
 
@@ -101,8 +102,10 @@ class Timekeeper:
         """restart: keep deciding jumps after a deadlock was detected (a shared server
         reports it to its clients and carries on); otherwise the loop ends there.
         cores: correct for CPU contention, as if the emulated threads shared this many
-        cores (virtual time runs at cores/runnable of real speed while more of them are
-        runnable); 0 counts real time as it passes."""
+        cores: virtual time runs at the share of a core each running thread gets, the
+        smaller of cores/runnable and the share the kernel's schedstat shows they got
+        (which sees other programs too; docs/timewarp.md); 0 counts real time as it
+        passes."""
         self.lib = timekeeper_lib()
         shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         _remove_orphan_segments(shm_dir)
