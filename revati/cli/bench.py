@@ -92,7 +92,8 @@ def main(args: argparse.Namespace) -> int:
         engine=args.engine, model=args.model, hardware=args.hardware, tp=args.tp, pp=args.pp,
         dataset=args.dataset, trace=args.trace, input_len=args.input_len,
         output_len=args.output_len, range_ratio=args.range_ratio,
-        num_prompts=args.num_prompts or (None if args.dataset == "trace" else 200),
+        num_prompts=(args.num_prompts if args.num_prompts is not None
+                     else None if args.dataset == "trace" else 200),
         request_rate=args.request_rate, burstiness=args.burstiness,
         max_concurrency=args.max_concurrency, num_warmups=args.num_warmups, seed=args.seed,
         port=args.port,

@@ -10,7 +10,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from revati.device.spec import UnknownHardwareError, gpu_family
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -27,7 +30,7 @@ def _train(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from revati.predict import registry, report
 
-    models = args.models or registry.models_dir(args.hardware)
+    models = args.models or registry.models_dir(gpu_family(args.hardware))
     print(report.render(report.load(Path(models))))
     return 0
 
@@ -38,13 +41,25 @@ def _e2e(args: argparse.Namespace) -> int:
     from revati.predict import emulated_e2e, registry
     from revati.profile.e2e import ARCHS
 
-    profile = args.profile or registry.profile_dir(args.hardware.split("_")[0])
+    profile = args.profile or registry.profile_dir(gpu_family(args.hardware))
     result = emulated_e2e.compare(profile, emulated_e2e.run_emulated(args.hardware,
                                                                      args.arch or list(ARCHS)))
     print(emulated_e2e.render(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
+
+
+def _one_line_errors(command):
+    """The command, ending with one line for a hardware name or data folder that is not
+    there (no traceback for input errors)."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except (UnknownHardwareError, FileNotFoundError) as e:
+            print(f"revati predictor: {e}", file=sys.stderr)
+            return 1
+    return run
 
 
 def register(subparsers) -> None:
@@ -64,7 +79,7 @@ def register(subparsers) -> None:
     rep = sub.add_parser("report", help="print the accuracy of a hardware's models")
     rep.add_argument("--hardware", default="h200")
     rep.add_argument("--models", type=Path, default=None, help="a models folder instead")
-    rep.set_defaults(func=_report)
+    rep.set_defaults(func=_one_line_errors(_report))
     e2e = sub.add_parser("e2e", help="the profile's e2e forwards, emulated vs measured")
     e2e.add_argument("--hardware", default="h200_sxm", help="the emulated GPU")
     e2e.add_argument("--profile", type=Path, default=None,
@@ -72,4 +87,4 @@ def register(subparsers) -> None:
                           "package's for this GPU)")
     e2e.add_argument("--arch", nargs="+", default=None, help="architectures (default: all)")
     e2e.add_argument("--out", type=Path, default=None, help="also write the result as JSON")
-    e2e.set_defaults(func=_e2e)
+    e2e.set_defaults(func=_one_line_errors(_e2e))

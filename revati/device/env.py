@@ -15,7 +15,7 @@ import logging
 import os
 import pathlib
 
-from revati.device.spec import load_spec, write_flat
+from revati.device.spec import gpu_family, load_spec, write_flat
 from revati.predict.registry import lightgbm_library, models_dir
 
 log = logging.getLogger("revati.device")
@@ -66,7 +66,7 @@ def _predictor_models(hardware: str) -> dict[str, str]:
     the part of the spec name before the form factor: h200_sxm -> h200). Without them the
     predictor falls back to the roofline for every kernel, which the run reports."""
     try:
-        return {"REVATI_PREDICT_MODELS": str(models_dir(hardware.split("_")[0]) / "index.txt"),
+        return {"REVATI_PREDICT_MODELS": str(models_dir(gpu_family(hardware)) / "index.txt"),
                 "REVATI_LIGHTGBM_LIB": str(lightgbm_library())}
     except FileNotFoundError as e:
         log.warning("%s: kernel durations come from the roofline alone", e)

@@ -108,15 +108,31 @@ def known_hardware(conf_dir: pathlib.Path = CONF_DIR) -> list[str]:
     return sorted(p.stem for p in conf_dir.glob("*.yaml"))
 
 
+def resolve_hardware(name: str, conf_dir: pathlib.Path = CONF_DIR) -> str:
+    """The conf/hardware name that `name` means: itself, or the one name it is the part of
+    before the form factor (h200 -> h200_sxm). Every hardware name is resolved here."""
+    known = known_hardware(conf_dir)
+    if name in known:
+        return name
+    matches = [k for k in known if k.startswith(name + "_")]
+    if len(matches) == 1:
+        return matches[0]
+    raise UnknownHardwareError(f"unknown hardware {name!r}; known: {', '.join(known) or '(none)'}")
+
+
+def gpu_family(name: str) -> str:
+    """The GPU without its form factor (h200_sxm -> h200): what the predictor's profiles and
+    models are filed under."""
+    return resolve_hardware(name).split("_")[0]
+
+
 def load_spec(hardware: str, conf_dir: pathlib.Path = CONF_DIR) -> HardwareSpec:
-    path = conf_dir / f"{hardware}.yaml"
-    if not path.is_file():
-        known = ", ".join(known_hardware(conf_dir)) or "(none)"
-        raise UnknownHardwareError(f"unknown hardware {hardware!r}; known: {known}")
+    key = resolve_hardware(hardware, conf_dir)
+    path = conf_dir / f"{key}.yaml"
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: not a mapping")
-    return _from_dict(hardware, raw, path)
+    return _from_dict(key, raw, path)
 
 
 def _need(raw: Mapping[str, Any], key: str, path: pathlib.Path) -> Any:

@@ -13,6 +13,8 @@ from revati.engines.common import has_module, http_json, http_ok, with_observers
 
 NAME = "sglang"
 MODULE = "sglang"
+# the engine flag that sets the context (prompt plus output) a request may have
+CONTEXT_FLAG = "--context-length"
 # `vllm bench serve` drives every engine; SGLang serves the same OpenAI completions API,
 # which vLLM's client calls "openai" (the request function is the one of its "vllm")
 BENCH_BACKEND = "openai"

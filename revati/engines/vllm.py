@@ -13,6 +13,8 @@ from revati.engines.common import has_module, http_get, http_ok, with_observers
 
 NAME = "vllm"
 MODULE = "vllm"
+# the engine flag that sets the context (prompt plus output) a request may have
+CONTEXT_FLAG = "--max-model-len"
 BENCH_BACKEND = "vllm"
 
 # Set for every emulated vLLM process, with the reason:

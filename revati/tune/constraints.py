@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from revati.models.layout import context_problem, pp_problem, tp_problem
 from revati.models.sizing import kv_cache_bytes_per_token, weight_bytes_per_gpu
 from revati.tune.errors import ConfigError
 
@@ -48,25 +49,12 @@ def host_cores(cfg: Any) -> str | None:
 
 
 def tp_divides_heads(cfg: Any) -> str | None:
-    # vLLM splits attention heads evenly over TP ranks; KV heads are split when there are
-    # at least as many as ranks, otherwise replicated, which needs tp % kv_heads == 0.
-    tp, mc = _tp(cfg), cfg.model.config
-    heads, kv = mc.num_attention_heads, mc.num_key_value_heads
-    if heads % tp:
-        return (f"tensor_parallel_size={tp} does not divide num_attention_heads={heads} "
-                f"of {cfg.model.name}")
-    if (kv % tp) if tp <= kv else (tp % kv):
-        return (f"tensor_parallel_size={tp} and num_key_value_heads={kv} of {cfg.model.name} "
-                f"do not divide one another")
-    return None
+    mc = cfg.model.config
+    return tp_problem(cfg.model.name, _tp(cfg), mc.num_attention_heads, mc.num_key_value_heads)
 
 
 def pp_divides_layers(cfg: Any) -> str | None:
-    layers = cfg.model.config.num_hidden_layers
-    if layers % _pp(cfg):
-        return (f"pipeline_parallel_size={_pp(cfg)} does not divide num_hidden_layers={layers} "
-                f"of {cfg.model.name}")
-    return None
+    return pp_problem(cfg.model.name, _pp(cfg), cfg.model.config.num_hidden_layers)
 
 
 def _dtypes(cfg: Any) -> tuple[str, str]:
@@ -118,9 +106,8 @@ def context_fits(cfg: Any) -> str | None:
                 f"of {cfg.model.name}")
     w = cfg.workload
     # ShareGPT draws only requests that fit; a trace's longest request is its own business
-    if w.dataset == "random" and w.input_len + w.output_len > max_len:
-        return (f"input_len={w.input_len} + output_len={w.output_len} exceeds "
-                f"max_model_len={max_len}")
+    if w.dataset == "random":
+        return context_problem(w.input_len, w.output_len, max_len, "max_model_len")
     return None
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
-from revati.device.spec import known_hardware, load_spec
+from revati.device.spec import UnknownHardwareError, load_spec
+from revati.device.spec import resolve_hardware as spec_name
 from revati.engines import ENGINES, vllm
 from revati.engines.common import max_model_len
 from revati.hostspeed import host_cpu_ms, torch_ms
@@ -38,16 +39,14 @@ from revati.timewarp.timekeeper import Timekeeper, host_cores
 from revati.timewarp.trace import merge_trace
 from revati.timewarp.tree import ProcessTree
 from revati.workload import datasets
+from revati.workload.checks import check_numbers, check_options, check_requests
+from revati.workload.errors import BenchError
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_RESULT = "vllm_bench.json"
 # arrays of per-request detail that go to requests.csv rather than summary.json
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors",
                "generated_texts")
-
-
-class BenchError(Exception):
-    """The benchmark could not run or finish; the message says why, in one line."""
 
 
 @dataclass
@@ -87,14 +86,10 @@ class BenchOptions:
 
 
 def resolve_hardware(name: str) -> str:
-    """A conf/hardware name, or an unambiguous prefix of one (h200 -> h200_sxm)."""
-    known = known_hardware()
-    if name in known:
-        return name
-    matches = [k for k in known if k.startswith(name + "_")]
-    if len(matches) == 1:
-        return matches[0]
-    raise BenchError(f"unknown hardware {name!r}; known: {', '.join(known)}")
+    try:
+        return spec_name(name)
+    except UnknownHardwareError as e:
+        raise BenchError(str(e)) from e
 
 
 def find_python(engine: str, given: Path | None = None) -> Path:
@@ -356,6 +351,9 @@ class EmulatedServer:
         client_log = out / "client.log"
         client_log.unlink(missing_ok=True)
         (out / RAW_RESULT).unlink(missing_ok=True)
+        check_numbers(opts)
+        if self.max_model_len:
+            check_requests(opts, self.max_model_len, "the engine's max_model_len")
         load = load_args(opts, out, self.max_model_len)
         wall0 = time.monotonic()
         self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
@@ -384,8 +382,6 @@ def load_args(opts: BenchOptions, out: Path, max_len: int | None) -> dict[str, s
     """`vllm bench serve` arguments (name: value, None for a bare flag) for the workload;
     sharegpt and trace requests go to OUT/dataset.jsonl as vLLM's timed_trace dataset.
     ShareGPT draws only pairs that fit the engine's max_len."""
-    if opts.dataset != "trace" and not opts.num_prompts:
-        raise BenchError(f"dataset {opts.dataset!r} needs a number of prompts")
     common = {"num-prompts": str(opts.num_prompts), "seed": str(opts.seed),
               "num-warmups": str(opts.num_warmups)}
     if opts.max_concurrency:
@@ -399,15 +395,11 @@ def load_args(opts: BenchOptions, out: Path, max_len: int | None) -> dict[str, s
         if opts.dataset == "sharegpt":
             requests = datasets.sharegpt(opts.num_prompts, opts.seed, max_len)
             timing = {"no-self-timed": None, **arrivals}
-        elif opts.dataset == "trace":
-            if opts.trace is None:
-                raise BenchError("dataset 'trace' needs a trace file (--trace FILE)")
+        else:   # a trace, which check_requests has read once already
+            assert opts.trace is not None
             requests = datasets.load_trace(opts.trace)[:opts.num_prompts or None]
             common["num-prompts"] = str(len(requests))
             timing = {"self-timed": None}
-        else:
-            raise BenchError(f"unknown dataset {opts.dataset!r} "
-                             f"(known: {', '.join(datasets.DATASETS)})")
         path = datasets.write_timed_trace(requests, out / "dataset.jsonl")
     except datasets.DatasetError as e:
         raise BenchError(str(e)) from e
@@ -415,7 +407,9 @@ def load_args(opts: BenchOptions, out: Path, max_len: int | None) -> dict[str, s
 
 
 def run_bench(opts: BenchOptions) -> dict:
-    """Start the emulated engine, run the load against it, end everything."""
+    """Check the options, start the emulated engine, run the load against it, end
+    everything."""
+    check_options(opts, resolve_hardware(opts.hardware))
     with EmulatedServer(opts) as server:
         summary = server.run_load(opts, opts.out)
     # the engine processes leave their predictor totals as they exit

@@ -42,6 +42,10 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
      "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
     (["+model=llama8b", "workload.dataset=alpaca"], "unknown workload.dataset 'alpaca'"),
     (["+model=llama8b", "workload.num_warmups=-1"], "workload.num_warmups=-1 must be a count"),
+    (["+model=llama8b", "workload.request_rate=-1"],
+     "workload.request_rate=-1 must be a positive number"),
+    (["+model=llama8b", "workload.num_prompts=0"],
+     "workload.num_prompts=0 must be a positive integer"),
     (["+model=llama8b", "mlflow.tracking_uri=nosuch://x"],
      "cannot open mlflow.tracking_uri 'nosuch://x'"),
 ])

@@ -10,6 +10,7 @@ import pytest
 
 from revati.workload import datasets
 from revati.workload.bench import BenchError, BenchOptions, load_args
+from revati.workload.checks import check_requests
 from revati.workload.datasets import DatasetError, Request
 
 
@@ -85,8 +86,8 @@ def test_load_arguments_for_each_dataset(tmp_path: Path) -> None:
     assert (args["request-rate"], args["burstiness"]) == ("2.0", "inf")
     assert len((tmp_path / "dataset.jsonl").read_text().splitlines()) == 3
     opts.dataset, opts.num_prompts = "trace", None
-    with pytest.raises(BenchError, match="--trace FILE"):
-        load_args(opts, tmp_path, None)
+    with pytest.raises(BenchError, match="--trace FILE"):   # checked before any load runs
+        check_requests(opts, 4096, "--max-model-len")
     opts.trace = tmp_path / "t.csv"
     opts.trace.write_text("timestamp,input_length,output_length\n0,5,1\n1,6,2\n")
     args = load_args(opts, tmp_path, None)

@@ -1,0 +1,70 @@
+"""Bad input to `revati bench` (and `revati predictor`) ends the command with one line that
+names the value, exit status 1, before any engine, Timekeeper or output of a run exists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REVATI = [sys.executable, "-m", "revati.cli.main"]
+BENCH = [*REVATI, "bench", "--model", "llama3_8b", "--hardware", "h200"]
+SHM = Path("/dev/shm")
+
+
+def shm_segments() -> set[Path]:
+    return set(SHM.glob("revati-*")) if SHM.is_dir() else set()
+
+
+@pytest.fixture
+def bad_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.csv"
+    path.write_text("timestamp,input_length,output_length\n0.0,100,10\n0.5,lots,10\n")
+    return path
+
+
+CASES = {
+    "negative rate": (["--request-rate", "-1"],
+                      "--request-rate must be above 0 (inf: all at once), not -1.0"),
+    "zero prompts": (["--num-prompts", "0"], "--num-prompts must be at least 1, not 0"),
+    "prompt beyond the context": (
+        ["--input-len", "9000", "--", "--max-model-len", "4096"],
+        "input_len=9000 + output_len=128 exceeds --max-model-len=4096"),
+    "beyond the model's positions": (
+        ["--input-len", "131000"],
+        "exceeds llama3_8b's max_position_embeddings=131072"),
+    "layout against the heads": (
+        ["--tp", "3"], "tensor_parallel_size=3 does not divide num_attention_heads=32"),
+    "more GPUs than a node": (["--tp", "16"], "--tp 16 x --pp 1 = 16 GPUs; one h200_sxm node"),
+    "unknown model": (["--model", "gpt5"], "unknown model 'gpt5'"),
+    "a bad trace row": (["--dataset", "trace", "--trace", "BAD"], "not a number"),
+    "an unwritable output folder": (["--out", "/proc/nope/x"], "cannot write there"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_bench_input_is_one_line_before_anything_starts(case, tmp_path, bad_trace):
+    args, message = CASES[case]
+    args = [str(bad_trace) if a == "BAD" else a for a in args]
+    out = tmp_path / "out"
+    if "--out" not in args:
+        args = ["--out", str(out), *args]
+    before = shm_segments()
+    r = subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("revati bench: "), r.stderr
+    assert message in lines[0], lines[0]
+    # no engine, no Timekeeper, no run: nothing written beyond the (empty) output folder
+    assert not out.exists() or not any(out.iterdir())
+    assert shm_segments() <= before
+
+
+def test_predictor_report_names_an_unknown_hardware(tmp_path):
+    r = subprocess.run([*REVATI, "predictor", "report", "--hardware", "z999"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("revati predictor: unknown hardware 'z999'; known: "
+                                "h100_sxm, h200_sxm")
