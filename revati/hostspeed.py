@@ -3,8 +3,8 @@
 CPU work counts in virtual time at the speed it runs on the emulation host, so a request's
 TTFT (HTTP handling, tokenisation, scheduling, detokenisation) and a CPU-bound step follow the
 host's single-thread speed. This measures that speed the same way on any machine, to compare
-the emulation host with the GPU node a real run came from (docs/validation.md, "The host
-moves TTFT"): median milliseconds per repetition of a fixed workload of what an engine's
+the emulation host with the GPU node a real run came from (docs/validation.md, "The
+host's CPU speed"): median milliseconds per repetition of a fixed workload of what an engine's
 request path does in Python (objects created and methods called, dicts and lists built and
 sorted, strings formatted and split, JSON encoded and decoded), after an untimed warm-up.
 Standard library only, so it runs on a GPU node with nothing installed (from the repository

@@ -88,7 +88,7 @@ class HardwareSpec:
     # docs/predictor.md "Sustained load"): keys POWER_KEYS; None: not modelled
     sustained_power: Mapping[str, float] | None = None
     # The GPU node's host CPU: `python -m revati.hostspeed` measured there (ms per repetition;
-    # None: not measured), to tell how this host's CPU compares (README, known limits)
+    # None: not measured), to tell how this host's CPU compares (docs/limits.md)
     host_cpu_ms: float | None = None
     # The same node's PyTorch operator dispatch (`python -m revati.hostspeed --workload
     # torch` there): `revati bench` makes GPU-driving threads pay their CPU time at the

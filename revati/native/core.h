@@ -4,7 +4,7 @@
  * shared-memory segment created by the Timekeeper, so every emulated process reads the
  * same clock without a round trip. A thread that blocks tells the core (rv_block_*), and
  * the Timekeeper jumps the offset to the earliest deadline once every emulated thread is
- * blocked and nothing is in flight (see DESIGN.md 1.1 and timewarp/README in the package).
+ * blocked and nothing is in flight (docs/timewarp.md).
  *
  * This header is the contract for the device shim (CUDA driver, NVML, NCCL, cuBLAS):
  * a host synchronisation is `rv_sleep_until(completion_ns, "cuStreamSynchronize")`.

@@ -1,4 +1,4 @@
-/* Split-state device memory (DESIGN.md 1.2).
+/* Split-state device memory (docs/limits.md, "Values computed by kernels do not exist").
  *
  * Each emulated GPU is one MAP_NORESERVE reservation of its full capacity: allocations are
  * address space only, so weights, KV cache and activations cost no RAM. Device pointers

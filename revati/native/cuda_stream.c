@@ -1,4 +1,5 @@
-/* Streams, events, kernel launches and CUDA graphs as virtual timelines (DESIGN.md 1.2).
+/* Streams, events, kernel launches and CUDA graphs as virtual timelines (docs/timewarp.md,
+ * "Where a real driver makes the host wait").
  *
  * Each stream has a tail: the virtual CLOCK_MONOTONIC time (rv_now_ns) at which the work
  * queued on it so far completes. Queuing an operation of predicted duration d starts it at

@@ -1,4 +1,4 @@
-/* Duration predictor for the device shim (predict.h; DESIGN.md 1.3, docs/predictor.md).
+/* Duration predictor for the device shim (predict.h; docs/predictor.md).
  *
  * Three sources, in this order:
  *   fixed     REVATI_PREDICT_FIXED_NS=<ns>: every op takes exactly that (tests, debugging).

@@ -1,4 +1,4 @@
-/* Duration predictor as the device shim calls it (DESIGN.md 1.3).
+/* Duration predictor as the device shim calls it (docs/predictor.md).
  *
  * The device shim fills one rv_launch per kernel, copy, memset or collective it queues
  * and asks for its duration on the emulated GPU. The features are exactly what the

@@ -2,7 +2,7 @@
  *
  * Private to the native code; bump RV_SHM_VERSION on any change.
  *
- * Accounting model (DESIGN.md 1.1): each emulated process has a proc slot whose `running`
+ * Accounting model (docs/timewarp.md): each emulated process has a proc slot whose `running`
  * counts its threads that can act now; each thread has a slot saying whether it runs or
  * waits, and until which virtual deadline. When the last running thread of the last
  * busy process blocks, it wakes the Timekeeper (futex on tk_futex), which verifies that

@@ -1,5 +1,5 @@
 /* libc interposition: clocks read virtual time, and every blocking call becomes a
- * time-warp wait (DESIGN.md 1.1). Each wrapper passes straight through when the process
+ * time-warp wait (docs/timewarp.md). Each wrapper passes straight through when the process
  * is not attached to a Timekeeper. */
 #include <dlfcn.h>
 #include <errno.h>

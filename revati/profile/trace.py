@@ -5,7 +5,7 @@ under the PyTorch profiler and writes each kernel, copy and memset its process l
 the fields the device shim sees (kineto.py) plus the GPU start time and stream, so a real run
 can be compared launch by launch with an emulated run of the same program. Only the process
 started here is traced: programs that do their GPU work in child processes (vLLM's V1 engine
-core) need the shim's record mode instead (docs/predictor.md, section 5).
+core) need the shim's record mode instead (docs/predictor.md, section 3).
 
     DIR/launches.parquet   op, kernel, grid/block, shared_bytes, bytes, copy_kind,
                            ts_us (GPU start), duration_ns, stream, in launch order
