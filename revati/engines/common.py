@@ -17,9 +17,9 @@ def has_module(python: Path, module: str) -> bool:
     return r.returncode == 0
 
 
-def http_ok(port: int, path: str) -> bool:
+def http_ok(port: int, path: str, timeout: float = 2) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False

@@ -82,8 +82,13 @@ def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int,
 
 
 def is_ready(port: int) -> bool:
-    # 503 until the server's start-up (and warm-up, when it runs one) is over
-    return http_ok(port, "/health")
+    # 503 until the server's start-up (and warm-up, when it runs one) is over. Each /health
+    # generates a token, which takes virtual time: on a loaded host the clock runs at a
+    # third of real speed or less, and a probe given up after 2 s of real time left its
+    # generation queued and sent another (an MoE server with DP attention piled up 351 of
+    # them and never answered in time). One probe at a time, waited for: SGLang ends its
+    # own after 20 s of virtual time.
+    return http_ok(port, "/health", timeout=300)
 
 
 def num_gpu_blocks(port: int) -> int | None:
