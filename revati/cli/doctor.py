@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 
 from revati.device.env import LIBRARY_NAMES, apply_env, emulated_device_env
-from revati.device.spec import HardwareSpec, load_spec
+from revati.device.spec import HardwareSpec, UnknownHardwareError, load_spec
 from revati.timewarp.runner import NOTICES
+from revati.workload import network
 
 TIMING_LAUNCHES = 100
 TIMING_NS = 1_000_000
@@ -149,7 +150,11 @@ def main(args: argparse.Namespace) -> int:
         for n in notices:
             print(f"  {n}")
         return 0
-    spec = load_spec(args.hardware)
+    try:
+        spec = load_spec(args.hardware)
+    except UnknownHardwareError as e:
+        print(f"revati doctor: {e}", file=sys.stderr)
+        return 1
     if args.measured:
         checks = compare(spec, report_from_devinfo(args.measured), gpus=None, real=True)
     elif args.real:
@@ -162,6 +167,8 @@ def main(args: argparse.Namespace) -> int:
             env["REVATI_PREDICT_FIXED_NS"] = str(TIMING_NS)
             report = run_probe(env, timing=True)
         checks = compare(spec, report, gpus=args.gpus)
+        # informational: both networks run deployments; the host's exposes their ports
+        checks.append(("deployment network", True, network.available()))
     if args.json:
         print(json.dumps([{"check": c, "ok": ok, "detail": d} for c, ok, d in checks], indent=1))
     else:

@@ -136,16 +136,17 @@ class ProcessTree:
     def note_shm(self) -> None:
         """Remember the shared-memory files the run's processes hold now: call it before a
         signal that may end them out of kill_all's sight (a server ending its workers)."""
-        self.shm |= _shm_files(self._run_pids())
+        self.shm |= _shm_files(self.pids())
 
-    def _run_pids(self) -> set[int]:
+    def pids(self) -> set[int]:
+        """The run's processes alive now (this one excluded)."""
         known = set() if self.shared else set(self.tk.pids())
         return (_descendants() | known) - {os.getpid()}
 
     def _signal_all(self, sig: signal.Signals, grace: float) -> bool:
         """Send sig to every process of the run and wait up to grace seconds for them to
         end; True once none is left."""
-        victims = self._run_pids()
+        victims = self.pids()
         if not victims:
             return True
         self.shm |= _shm_files(victims)

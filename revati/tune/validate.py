@@ -7,6 +7,8 @@ space that names unknown keys, or a fixed setting that makes every trial infeasi
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
@@ -21,7 +23,7 @@ from revati.tune.engine_flags import unmapped_keys
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import is_known_metric
 from revati.tune.space import SearchSpace, sampler_kind, with_params
-from revati.workload.datasets import DATASETS, DatasetError, resolve_trace
+from revati.workload.datasets import DATASETS, DatasetError, load_trace
 
 GROUPS = ("model", "hardware", "engine", "parallelism", "scheduler", "workload", "sweep")
 SAMPLERS = ("auto", "grid", "tpe", "nsga2", "random")
@@ -66,9 +68,23 @@ def check_overrides(args: list[str]) -> None:
         return
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="config", overrides=args)
+            cfg = compose(config_name="config", overrides=args, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_one_line(exc)) from None
+    _check_writable("hydra.run.dir", OmegaConf.to_container(cfg.hydra.run)["dir"])
+
+
+def _check_writable(key: str, template: str) -> None:
+    """The output folder can be made: a folder can be made (and is removed at once) in its
+    nearest existing ancestor. Only the literal part before the first interpolation is
+    known before Hydra runs."""
+    path = Path(template.split("$", 1)[0] or ".").absolute()
+    while not path.exists():
+        path = path.parent
+    try:
+        tempfile.TemporaryDirectory(dir=path).cleanup()
+    except OSError as e:
+        raise ConfigError(f"{key}={template}: cannot write under {path} ({e.strerror})") from None
 
 
 def _positive(cfg: Any, key: str, kind: type | tuple[type, ...], allow_inf: bool = False) -> None:
@@ -99,7 +115,7 @@ def validate(cfg: Any, space: SearchSpace) -> None:
             _positive(cfg, key, int)
     if cfg.workload.dataset == "trace":
         try:
-            resolve_trace(str(cfg.workload.get("trace")))
+            load_trace(str(cfg.workload.get("trace")))  # read in full: a bad row fails here
         except DatasetError as e:
             raise ConfigError(f"workload.trace: {e}") from None
     _positive(cfg, "workload.burstiness", (int, float), allow_inf=True)

@@ -41,6 +41,7 @@ from revati.timewarp.tree import ProcessTree
 from revati.workload import datasets
 from revati.workload.checks import check_numbers, check_options, check_requests
 from revati.workload.errors import BenchError
+from revati.workload.network import PrivateNetwork
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_RESULT = "vllm_bench.json"
@@ -165,8 +166,15 @@ class Deployment:
         if self.trace_parts is not None:
             shutil.rmtree(self.trace_parts, ignore_errors=True)
             self.trace_parts.mkdir(parents=True)
-        self.tk = Timekeeper(trace_dir=self.trace_parts, deadlock_timeout_s=120.0, cores=cores)
-        self.tk.start()
+        self.network = PrivateNetwork()
+        self.network.enter()
+        try:
+            self.tk = Timekeeper(trace_dir=self.trace_parts, deadlock_timeout_s=120.0,
+                                 cores=cores)
+            self.tk.start()
+        except BaseException:
+            self.network.leave()
+            raise
         self.tree = ProcessTree(self.tk)
         self.virtual_start = self.tk.virtual_ns / 1e9
         # (real, virtual) CLOCK_MONOTONIC seconds, sampled while waiting on a process: what
@@ -212,6 +220,7 @@ class Deployment:
         whatever is left."""
         self.tree.kill_all(first=server, grace_s=grace_s)
         self.tk.stop()
+        self.network.leave()
         if self.trace is not None and self.trace_parts is not None:
             n = merge_trace(self.trace_parts, self.trace)
             shutil.rmtree(self.trace_parts, ignore_errors=True)
@@ -309,7 +318,8 @@ class EmulatedServer:
                 env, self.log)
             name = self.engine.NAME
             self.dep.progress(f"starting {name} for {self.model} on "
-                              f"{self.opts.tp * self.opts.pp}x {self.hardware}", wall0)
+                              f"{self.opts.tp * self.opts.pp}x {self.hardware} in "
+                              f"{self.dep.network.where}", wall0)
             self.dep.wait(pid, lambda: self.engine.is_ready(self.port), f"{name} start-up",
                           self.opts.ready_timeout_s, self.log)
         except BaseException:
@@ -369,6 +379,7 @@ class EmulatedServer:
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine.ENV,
                              "cores": self.cores,
+                             "network": self.dep.network.where,
                              "cpu_contention": vars(self.dep.tk.contention()),
                              "cpu_dilation": self.dilation,
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,

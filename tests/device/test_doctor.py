@@ -57,6 +57,13 @@ def test_doctor_passes_on_the_emulator(capsys):
     assert "[ok] intercepted libnccl.so.2: librevati_nccl.so" in out
     done, total = map(int, re.search(r"CUDA driver entry points: (\d+) of (\d+)", out).groups())
     assert 0 < done < total
+    assert "deployment network: " in out
+
+
+def test_doctor_names_an_unknown_hardware_in_one_line(capsys):
+    assert revati_main(["doctor", "--hardware", "z999"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("revati doctor: unknown hardware 'z999'") and "\n" not in err
 
 
 def test_an_interposer_that_is_not_loaded_fails_the_check():

@@ -5,8 +5,12 @@ couple of minutes on two cores: torch.compile, CUDA-graph capture, all real)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ipaddress
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -47,6 +51,48 @@ def test_engine_reports_kv_cache_blocks(server: EmulatedServer) -> None:
     # Llama-3.1-8B on an H200 at the default 0.9 memory utilisation holds ~57k blocks of
     # 16 tokens; the exact real-GPU figure is in docs/validation.md
     assert server.num_gpu_blocks is not None and 40_000 < server.num_gpu_blocks < 70_000
+
+
+def _listening(pid: int) -> list[str]:
+    """The addresses pid's listening TCP sockets are bound to, read in its own namespace."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    inodes = set()
+    for fd in fd_dir.iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = []
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for row in (Path(f"/proc/{pid}/net") / table).read_text().splitlines()[1:]:
+            local, state, inode = row.split()[1], row.split()[3], row.split()[9]
+            if state == "0A" and inode in inodes:  # 0A: LISTEN
+                raw = bytes.fromhex(local.split(":")[0])
+                # the kernel prints each 32-bit word of the address in host (little) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.append(socket.inet_ntop(family, raw))
+    return found
+
+
+def _loopback(addr: str) -> bool:
+    ip = ipaddress.ip_address(addr)
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
+
+
+def test_nothing_listens_beyond_loopback(server: EmulatedServer) -> None:
+    """Issue #27: an emulation run exposes nothing. vLLM's torch.distributed store binds
+    every interface; in the deployment's own namespace loopback is the only one there is."""
+    assert server.dep is not None
+    listeners = []
+    for pid in server.dep.tree.pids():
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            ifaces = [ln.split(":")[0].strip()
+                      for ln in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]]
+            listeners += [(pid, addr, ifaces) for addr in _listening(pid)]
+    assert listeners, "the server listens somewhere"
+    exposed = [(pid, addr) for pid, addr, ifaces in listeners
+               if ifaces != ["lo"] and not _loopback(addr)]
+    assert exposed == [], f"listening beyond loopback in {server.dep.network.where}"
 
 
 def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,

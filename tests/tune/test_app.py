@@ -40,7 +40,11 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
       "parallelism.host_cores=2"], "2 emulated GPUs need 3 cores"),
     (["+model=llama8b", "workload=azure_conv", "workload.trace=nope.csv"],
      "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
+    (["+model=llama8b", "workload=azure_conv", "workload.trace=bad.csv"],
+     "workload.trace: bad.csv:3: not a number"),
     (["+model=llama8b", "workload.dataset=alpaca"], "unknown workload.dataset 'alpaca'"),
+    (["+model=llama8b", "hydra.run.dir=/proc/nope/x"],
+     "hydra.run.dir=/proc/nope/x: cannot write under /proc"),
     (["+model=llama8b", "workload.num_warmups=-1"], "workload.num_warmups=-1 must be a count"),
     (["+model=llama8b", "workload.request_rate=-1"],
      "workload.request_rate=-1 must be a positive number"),
@@ -52,6 +56,9 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
 def test_bad_input_fails_before_any_trial(tmp_path, monkeypatch, capsys, args, bad):
     # In-process (the console script's own main) to keep these cases fast.
     monkeypatch.chdir(tmp_path)
+    # a trace whose second request has a length that is not a number
+    (tmp_path / "bad.csv").write_text("timestamp,input_length,output_length\n"
+                                      "0.0,100,10\n0.5,lots,10\n")
     monkeypatch.setattr(sys, "argv", ["revati-tune", *args])
     with pytest.raises(SystemExit) as exit_info:
         main()

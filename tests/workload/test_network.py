@@ -1,0 +1,49 @@
+"""A deployment's private network (revati.workload.network): only its own loopback, and
+the thread that entered it back on the host's network after."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from revati.workload import network
+
+ROOT = os.geteuid() == 0
+
+
+def interfaces() -> list[str]:
+    """This thread's network interfaces (/proc/net/dev follows the thread's namespace)."""
+    lines = Path("/proc/thread-self/net/dev").read_text().splitlines()[2:]
+    return sorted(line.split(":")[0].strip() for line in lines)
+
+
+@pytest.mark.skipif(not ROOT, reason="a network namespace needs CAP_SYS_ADMIN")
+def test_inside_only_loopback_is_up_and_leaving_returns_to_the_host() -> None:
+    host_ns, host_ifaces = os.readlink("/proc/thread-self/ns/net"), interfaces()
+    net = network.PrivateNetwork()
+    net.enter()
+    try:
+        assert net.private and net.where == network.PRIVATE_NETWORK
+        assert os.readlink("/proc/thread-self/ns/net") != host_ns
+        assert interfaces() == ["lo"]
+        with socket.create_server(("127.0.0.1", 0)) as srv:  # loopback is up: it answers
+            with socket.create_connection(srv.getsockname(), timeout=5):
+                pass
+    finally:
+        net.leave()
+    assert not net.private
+    assert os.readlink("/proc/thread-self/ns/net") == host_ns and interfaces() == host_ifaces
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root to run a check as an unprivileged user")
+def test_without_the_capability_a_deployment_says_it_is_on_the_host_network() -> None:
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        sys.executable, "-c",
+                        "from revati.workload import network; print(network.available())"],
+                       capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(network.HOST_NETWORK) and "not permitted" in r.stdout
