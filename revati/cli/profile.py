@@ -95,7 +95,7 @@ def register(subparsers) -> None:
     merge.add_argument("--out", required=True, type=Path)
     merge.add_argument("inputs", nargs="+", type=Path)
     merge.set_defaults(func=_merge)
-    rows = sub.add_parser("rows", help="add a sweep script's rows (scripts/profile_*.py)")
+    rows = sub.add_parser("rows", help="add a sweep script's rows (tools/profile/profile_*.py)")
     rows.add_argument("--profile", required=True, type=Path)
     rows.add_argument("--meta", type=Path, default=None, help="the script's *_meta.json")
     rows.add_argument("rows", type=Path)

@@ -96,7 +96,7 @@ class HardwareSpec:
     host_torch_ms: float | None = None
     # How many launches (kernels, copies, memsets, graphs) a stream holds before the next
     # launch call blocks its thread until the GPU has started the oldest of them (measured:
-    # scripts/launch_queue_h200.py); None: unbounded
+    # tools/calibrate/launch_queue_h200.py); None: unbounded
     launch_queue: int | None = None
 
     def device_attributes(self) -> dict[str, int]:

@@ -20,7 +20,7 @@
 
 /* ---- per-device heap: first fit over an address-ordered block list ------------------
  * What an allocation costs the device is not its size: the H200's driver (cudaMalloc outside
- * torch, scripts/driver_memory_torch.py allocs) took 2 MiB for a first allocation of 512
+ * torch, tools/calibrate/driver_memory_torch.py allocs) took 2 MiB for a first allocation of 512
  * bytes, then nothing for 4 KiB, 100 KiB, 100 KiB and 1 MiB more; 2 MiB for a second 1 MiB
  * and for 1.5 MiB (each no longer fitting a page begun before), 4 MiB for 3 MiB, 66 MiB for
  * 64.2 MiB (cuBLAS's handle: the shim had charged 64.2) and nothing for 200 KiB. So
@@ -57,7 +57,7 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  * Engines size their KV cache from cuMemGetInfo after profiling, so whatever the driver
  * allocates for itself meanwhile is KV cache the engine does not get. What the H200's driver
  * (580.159.04, CUDA 13.0) took, as free-memory drops minus torch's reservations, each point
- * in a fresh process (scripts/driver_memory.py; data in docs/validation/driver_memory/):
+ * in a fresh process (tools/calibrate/driver_memory.py; data in docs/validation/driver_memory/):
  * - kernel code, when a kernel first runs (loading a module takes nothing: lazy loading):
  *   max(3 KiB, 16/15 of its .text + 1,475 bytes) per kernel, from a pool that grows in 2 MiB
  *   steps and starts empty (torch's first kernel, randn's, took 2 MiB; 400 copies of kernels
@@ -69,14 +69,14 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  *   back): 64 KiB a graph from one that starts with 512 KiB free, 48 KiB a graph from one
  *   that streams share and that starts with 1,720 KiB free (one-node graphs after torch's
  *   stream pool grow them at the 9th, 41st, 73rd... and at the 36th, 79th, 122nd... graph:
- *   scripts/driver_memory_graph_pools.py), and the nodes from one that starts with 2 MiB
+ *   tools/calibrate/driver_memory_graph_pools.py), and the nodes from one that starts with 2 MiB
  *   free, by the size of their kernel parameters (8,000-node graphs: 2,097 bytes a node up
  *   to 1 KiB of parameters, 3,146 up to 2 KiB, 8,651 up to 4 KiB, 33,817 up to 8 KiB; graphs
  *   of 10-100 nodes took ~10 % less a node), 786 bytes more for a kernel launched with
  *   programmatic dependent launch (cuBLASLt's split-K reduction, 224 bytes of parameters:
  *   16,000 nodes of it and its GEMM took 46 MiB, 22 beyond the GEMMs), as much as a small
  *   kernel for a copy (16 KiB) or a memset of 8 KiB or more, and nothing for a memset of up
- *   to 4 KiB (8,000 of them, alone or between kernels: scripts/driver_memory_graphs.py).
+ *   to 4 KiB (8,000 of them, alone or between kernels: tools/calibrate/driver_memory_graphs.py).
  *   Where each pool starts decides which of vLLM's profiling captures pays a step: two
  *   captures of 35 ten-node graphs and two of a 450-node one took 2, 4, 2 and 0 MiB on the
  *   H200, and under a single pool of 112 KiB a graph that started empty 6, 4, 2 and 0;

@@ -270,7 +270,7 @@ static int64_t under_power(int dev, const struct power *p, int64_t start, int64_
 /* ---- the launch queue ----------------------------------------------------------------
  * A real stream takes launches into a bounded queue: with launch_queue of them waiting (the
  * H200: 1,021 kernels, copies or memsets; event records take no room), the next launch call
- * blocks its thread until the GPU has started the oldest (scripts/launch_queue_h200.py): a
+ * blocks its thread until the GPU has started the oldest (tools/calibrate/launch_queue_h200.py): a
  * CPU cannot run further ahead of its GPU than that. vLLM's prefill steps outside CUDA graphs
  * queue ~510 launches each and, with async scheduling, the next step's while one runs. */
 

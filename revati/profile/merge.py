@@ -1,6 +1,6 @@
 """Merge hardware profiles of one GPU taken in several runs (e.g. one lease per sweep group),
 and add the rows of a sweep script that measured outside `revati profile micro` (vLLM's FA3 and
-fused-MoE kernels, scripts/profile_*.py) to a profile."""
+fused-MoE kernels, tools/profile/profile_*.py) to a profile."""
 
 from __future__ import annotations
 

@@ -449,7 +449,7 @@ def measure_chunks(torch, points: list[Point], rows_path: str, chunk: int, deadl
                    tag: str, annotate: Callable[[list[dict]], None] | None = None,
                    keep_trace: str | None = None) -> ChunkedRun:
     """measure() in chunks of `chunk` points for the sweep scripts that run outside `revati
-    profile micro` (scripts/profile_*.py): each chunk's rows, point ids counted over all
+    profile micro` (tools/profile/profile_*.py): each chunk's rows, point ids counted over all
     points and annotate(rows) applied, are appended to rows_path as JSON lines as soon as
     they are measured, so a lease's time limit or a failing chunk leaves what was measured.
     No chunk starts after `deadline` (time.time()). keep_trace: the first chunk's trace."""

@@ -658,9 +658,10 @@ print(json.dumps({{"steps": steps, "frame": frame.value}}))
 
 
 def test_graphs_and_small_allocations_take_pages_where_the_h200_did(emulated):
-    """Measured on the H200 (scripts/driver_memory_graph_pools.py, scripts/driver_memory_torch.py
-    allocs; docs/validation/driver_memory/README.md): after torch's pool of 128 streams, one-node
-    graphs grow the driver's memory at the 9th, 36th and 41st graph (pools of 64 and 48 KiB a
+    """Measured on the H200 (tools/calibrate/driver_memory_graph_pools.py,
+    tools/calibrate/driver_memory_torch.py allocs; docs/validation/driver_memory/README.md):
+    after torch's pool of 128 streams, one-node graphs grow the driver's memory at the 9th,
+    36th and 41st graph (pools of 64 and 48 KiB a
     graph with 512 and 1,720 KiB free); 8 streams more take the 48 KiB pool's share (its step
     comes at the 28th graph); allocations under 2 MiB share 2 MiB pages."""
     body = """

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Real vLLM 0.26.0 on one H200, the server of docs/validation/real-check/run_check.sh (same
 # payload, flags, environment), to time the steps of the moderate mixed load one by one:
-# scripts/vllm_step_clock/ on the server's PYTHONPATH writes each engine step's batch, CPU
+# tools/fidelity/vllm_step_clock/ on the server's PYTHONPATH writes each engine step's batch, CPU
 # and GPU times (steps.*.tsv); then a torch-profiler window of the same load gives the
 # kernels of its mixed steps (vLLM's own --profiler-config, /start_profile, /stop_profile).
 # LOAD picks the load: mixed_moderate (the default; the run of 22:52 UTC) or mixed_saturating.
@@ -28,7 +28,7 @@ mkdir -p /root/pl /root/site && tar -xf /root/payload.tar -C /root/pl && rm -f /
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /root/site /root/pl/deps/*.whl || exit 4
 tar -xJf /root/pl/vllm026-trim.tar.xz -C /root/site || exit 5
 echo "== installed at $(el)s"
-export PYTHONPATH=/root/site:$REPO/scripts/vllm_step_clock STEP_CLOCK_DIR=$W/steps
+export PYTHONPATH=/root/site:$REPO/tools/fidelity/vllm_step_clock STEP_CLOCK_DIR=$W/steps
 cd /root
 MODEL=$REPO/.carry/models/llama3_8b
 md5sum $MODEL/config.json $MODEL/generation_config.json $MODEL/tokenizer/tokenizer.json

@@ -19,7 +19,7 @@ reading, median of REPS). Rows are appended to OUT/moe_rows.jsonl after every ch
 time limit leaves a usable partial result.
 
 Run on the GPU machine with vLLM importable (PYTHONPATH), the repo on sys.path:
-    python3 scripts/profile_fused_moe.py --out DIR --max-seconds 240
+    python3 tools/profile/profile_fused_moe.py --out DIR --max-seconds 240
 then, on any machine, add the rows to the profile and retrain:
     revati profile rows --profile revati/predict/data/profiles/h200 --meta DIR/moe_meta.json \
         DIR/moe_rows.jsonl
@@ -34,7 +34,7 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # (name, experts, top_k, hidden, intermediate) of the catalog's MoE models (conf/model).
 MODELS = (("qwen3-30b-a3b", 128, 8, 2048, 768), ("mixtral-8x7b", 8, 2, 4096, 14336))

@@ -9,8 +9,8 @@ decides the estimate. Each case runs in a fresh process (a kernel run and torch'
 first), captures GRAPHS graphs, and records after each instantiation the device memory
 torch's allocator did not reserve:
 
-    python3 scripts/driver_memory_graph_pools.py                  # every case
-    python3 scripts/driver_memory_graph_pools.py shared,1,120,cold  # one case, this process
+    python3 tools/calibrate/driver_memory_graph_pools.py                  # every case
+    python3 tools/calibrate/driver_memory_graph_pools.py shared,1,120,cold  # one case, this process
 
 A case is POOL,NODES,GRAPHS[,cold][,streamsN][,replay] (POOL private or shared; cold: no
 warm-up graph; streamsN: N raw streams made first), or `vllm`: two captures of 35 ten-node
@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 import torch
-from driver_memory_graphs import MIB, nontorch  # scripts/: this script's own folder
+from driver_memory_graphs import MIB, nontorch  # this script's own folder is on sys.path
 from driver_memory_torch import cudart
 
 CASES = ["private,1,200", "shared,1,200", "private,10,200", "shared,10,200",

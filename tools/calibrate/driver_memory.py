@@ -21,9 +21,9 @@ The cubins are built where nvcc is (the development machine) and carried to the 
 parameter or code size) and prints one JSON line each; without a subcommand, one process
 measures everything in turn and writes one JSON document (also to OUT/driver_memory.json):
 
-    python3 scripts/driver_memory.py cubins DIR          # here: the test kernels, nvcc
-    python3 scripts/driver_memory.py sweep --cubins DIR  # on the GPU node: JSON lines
-    python3 scripts/driver_memory.py [--out DIR] [--cubins DIR]
+    python3 tools/calibrate/driver_memory.py cubins DIR          # here: the test kernels, nvcc
+    python3 tools/calibrate/driver_memory.py sweep --cubins DIR  # on the GPU node: JSON lines
+    python3 tools/calibrate/driver_memory.py [--out DIR] [--cubins DIR]
 
 Results and the commands that produced them: docs/validation/driver_memory/.
 """

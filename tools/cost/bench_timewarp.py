@@ -5,7 +5,7 @@
   with 1 process and with 8 processes sleeping at once;
 - wall and virtual time of the test programs of done-when 1-3.
 
-Usage: python scripts/bench_timewarp.py [--repeat 5]"""
+Usage: python tools/cost/bench_timewarp.py [--repeat 5]"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROGRAMS = HERE.parent / "tests" / "timewarp" / "programs"
+PROGRAMS = HERE.parents[1] / "tests" / "timewarp" / "programs"
 REVATI_RUN = [sys.executable, "-m", "revati.cli.main", "run", "--"]
 
 

@@ -1,6 +1,6 @@
 """How many launches can a CUDA stream hold before the next launch call blocks the CPU?
 
-    python scripts/launch_queue_h200.py OUT.json      on the GPU machine (torch with CUDA)
+    python tools/calibrate/launch_queue_h200.py OUT.json      on the GPU machine (torch with CUDA)
 
 A real GPU takes work into a bounded queue: once enough launches wait behind a running
 kernel, the next launch call waits on the CPU until the GPU has made room. vLLM's prefill

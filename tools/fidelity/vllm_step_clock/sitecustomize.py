@@ -1,7 +1,7 @@
 """Per-step clock of a vLLM V1 worker: put this folder on the server's PYTHONPATH (real GPU
 or emulated) and each worker process writes `$STEP_CLOCK_DIR/steps.<pid>.tsv`, one line per
 engine step with its batch and its times, to compare a real and an emulated run step by
-step (`scripts/step_clock_compare.py`).
+step (`tools/fidelity/step_clock_compare.py`).
 
 Columns: step, t_ms (wall clock, ms since the epoch, at the step's execute_model: joins the
 server's and the client's logs), tokens, reqs, prefill_tokens

@@ -1,8 +1,8 @@
 """Does the power-limit slowdown of compute-bound GEMMs depend on the numbers multiplied?
 
-    python scripts/power_data_h200.py OUT.json      on the GPU machine (torch with CUDA)
+    python tools/calibrate/power_data_h200.py OUT.json      on the GPU machine (torch with CUDA)
 
-scripts/power_h200.py measured the sustained-power slowdown (conf/hardware/h200_sxm.yaml
+tools/calibrate/power_h200.py measured the sustained-power slowdown (conf/hardware/h200_sxm.yaml
 sustained_power) with standard-normal operands. The engines' dummy weights (vLLM's and
 SGLang's --load-format dummy) are uniform in +-1e-3, RMSNorm weights included, so their
 activations are small too; trained weights are roughly normal with a std of a few 1e-2. A

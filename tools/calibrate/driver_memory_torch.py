@@ -1,12 +1,12 @@
 """Device memory that PyTorch's own use of the driver takes, outside its allocator (MiB):
 torch's stream pool, raw streams, and the first launches of PyTorch kernels.
 
-    python3 scripts/driver_memory_torch.py streams   # raw streams, launches on them, the pool
-    python3 scripts/driver_memory_torch.py kernels   # one PyTorch kernel after another
-    python3 scripts/driver_memory_torch.py first NAME  # one of KERNELS alone, after randn
-    python3 scripts/driver_memory_torch.py priority  # raw streams with priorities
-    python3 scripts/driver_memory_torch.py gemms     # cuBLAS: Llama-3.1-8B's GEMMs by tokens
-    python3 scripts/driver_memory_torch.py allocs    # cudaMalloc of small sizes, then frees
+    python3 tools/calibrate/driver_memory_torch.py streams   # raw streams, launches, the pool
+    python3 tools/calibrate/driver_memory_torch.py kernels   # one PyTorch kernel after another
+    python3 tools/calibrate/driver_memory_torch.py first NAME  # one of KERNELS alone, after randn
+    python3 tools/calibrate/driver_memory_torch.py priority  # raw streams with priorities
+    python3 tools/calibrate/driver_memory_torch.py gemms     # cuBLAS: Llama-3.1-8B GEMMs by tokens
+    python3 tools/calibrate/driver_memory_torch.py allocs    # cudaMalloc of small sizes, then frees
 
 Each prints one line "RESULT {json}": after every step, the device memory in use that torch's
 allocator did not reserve. Run it on a real GPU and under `revati run --hardware h200_sxm` to

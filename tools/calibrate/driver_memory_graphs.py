@@ -1,7 +1,7 @@
 """Device memory a real CUDA driver takes for executable graphs of the nodes serving engines
 capture: cuBLAS GEMMs of a Llama-3.1-8B layer, attention, copies, memsets, two streams.
 
-`scripts/driver_memory.py` measured graphs of one small kernel repeated (~2.1 KB a node);
+`tools/calibrate/driver_memory.py` measured graphs of one small kernel repeated (~2.1 KB a node);
 vLLM's full CUDA graphs hold GEMMs, copies and memsets too, and what the driver charges for
 those (and how many nodes a cuBLAS call becomes) decides the last 2 MiB pool steps of vLLM's
 CUDA-graph estimate (docs/validation.md, "KV-cache size"). Each probe runs in a fresh process
@@ -9,9 +9,9 @@ after a one-node warm-up graph (which takes the stream and graph pools' first st
 one graph of the probe's calls, instantiates it, and reports the device memory that torch's
 allocator did not reserve, before and after, with the graph's nodes by type:
 
-    python3 scripts/driver_memory_graphs.py            # every probe, one process each
-    python3 scripts/driver_memory_graphs.py PROBE      # one probe, in this process
-    python3 scripts/driver_memory_graphs.py all P1 P2  # these probes, one process each
+    python3 tools/calibrate/driver_memory_graphs.py            # every probe, one process each
+    python3 tools/calibrate/driver_memory_graphs.py PROBE      # one probe, in this process
+    python3 tools/calibrate/driver_memory_graphs.py all P1 P2  # these probes, one process each
 
 Each probe prints one line "RESULT {json}"; PROBE_SCALE=k captures k times as many calls.
 Run it on a real GPU and under `revati run --hardware h200_sxm` to compare
@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 
 import torch
-from driver_memory_torch import cudart  # scripts/: this script's own folder
+from driver_memory_torch import cudart  # this script's own folder is on sys.path
 
 MIB = 2**20
 HIDDEN, QKV, FFN = 4096, 6144, 14336   # Llama-3.1-8B

@@ -7,7 +7,7 @@ benchmark can be. This samples /proc every 0.2 s for the descendants of ROOT (th
 line contains CLIENT (the load generator) was alive, and prints each thread's CPU seconds
 in that window, most first, with the window's wall time:
 
-    python3 scripts/cpu_by_thread.py ROOT_PID [--client 'bench serve'] [--top 15]
+    python3 tools/fidelity/cpu_by_thread.py ROOT_PID [--client 'bench serve'] [--top 15]
 
 It stops when ROOT exits. Threads that end inside the window count up to their last sample.
 """

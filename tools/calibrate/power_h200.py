@@ -1,8 +1,8 @@
 """How compute-bound work slows down when a GPU holds its power limit: the `sustained_power`
 figures of conf/hardware/h200_sxm.yaml.
 
-    python scripts/power_h200.py measure OUT.json   on the GPU machine (torch with CUDA)
-    python scripts/power_h200.py fit OUT.json       anywhere: the figures for the spec
+    python tools/calibrate/power_h200.py measure OUT.json   on the GPU machine (torch with CUDA)
+    python tools/calibrate/power_h200.py fit OUT.json       anywhere: the figures for the spec
 
 measure: (1) heat-up: 800 back-to-back bf16 GEMMs of 2048x28672x4096 after 3 s idle, each one
 timed with CUDA events; (2) 24 GEMM shapes (m 16..8192 on three Llama-3.1-8B weight shapes)

@@ -5,7 +5,7 @@ GPU span, the summed time of its kernels, copies and memsets, how many there wer
 CUDA runtime/driver calls the step's thread made with their summed CPU time. A step whose
 GPU span far exceeds its kernels' time was waiting for the CPU to launch them.
 
-    python scripts/vllm_trace_steps.py TRACE.json.gz > steps.tsv
+    python tools/fidelity/vllm_trace_steps.py TRACE.json.gz > steps.tsv
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Compare engine steps of two runs, as scripts/vllm_step_clock/ recorded them (a real GPU
+"""Compare engine steps of two runs, as tools/fidelity/vllm_step_clock/ recorded them (a real GPU
 run and an emulated one), by the kind of step: decode-only steps and steps that carry
 prefill tokens, binned by those tokens. Prints the median of each time column per kind.
 
-    python scripts/step_clock_compare.py REAL.tsv[@FROM_MS-TO_MS] EMULATED.tsv[@FROM-TO] ...
+    python tools/fidelity/step_clock_compare.py REAL.tsv[@FROM_MS-TO_MS] EMULATED.tsv[@FROM-TO] ...
 
 `@FROM_MS-TO_MS` keeps the steps whose wall-clock start (ms since the epoch) lies in that
 window, e.g. one benchmark of a server that ran several.

@@ -2,7 +2,7 @@
 # Measure a GPU machine into a hardware profile: the commands that produced the shipped H200
 # profile (revati/predict/data/profiles/h200). Run from the repository root on the GPU machine,
 # with a torch CUDA build, pandas, pyarrow, PyYAML and (for devinfo) nvidia-ml-py installed.
-#   scripts/profile_h200.sh OUT_DIR [CUDA_H]
+#   tools/profile/profile_h200.sh OUT_DIR [CUDA_H]
 # CUDA_H: a cuda.h (or its CUdevice_attribute enum) when the machine has no CUDA headers.
 # Then, on any machine (no GPU needed):
 #   revati profile merge --out revati/predict/data/profiles/h200 OUT_DIR/gemm OUT_DIR/rest
@@ -12,7 +12,7 @@
 #   revati predictor train --profile revati/predict/data/profiles/h200
 #   revati predictor e2e --hardware h200_sxm --out revati/predict/data/models/h200/e2e_emulated.json
 # and the sustained-power figures of conf/hardware/h200_sxm.yaml:
-#   python scripts/power_h200.py fit OUT_DIR/power.json
+#   python tools/calibrate/power_h200.py fit OUT_DIR/power.json
 set -euo pipefail
 OUT=${1:?usage: $0 OUT_DIR [CUDA_H]}
 CUDA_H=${2:-}
@@ -33,4 +33,4 @@ $PY -m revati.profile.micro --out "$OUT/rest" --max-seconds 200 \
     --only rms,elementwise,reduce,silu,rotary,sampling,embedding,memcpy,attn_decode,attn_prefill,attn_chunk \
     2>&1 | tee -a "$OUT/micro.log"
 $PY -m revati.profile.e2e --out "$OUT/e2e" --reps 11
-$PY scripts/power_h200.py measure "$OUT/power.json"
+$PY tools/calibrate/power_h200.py measure "$OUT/power.json"

@@ -5,7 +5,7 @@ the kernel that starts vLLM's Llama forward (the fused embedding + RMSNorm), and
 that are a decode graph replay (a kernel count within --ops) are compared: median time per
 step of each family, summed over every stream.
 
-    python scripts/decode_kernels_compare.py REAL_TRACE EMULATED_TRACE [--ops 430-470]
+    python tools/fidelity/decode_kernels_compare.py REAL_TRACE EMULATED_TRACE [--ops 430-470]
 """
 
 from __future__ import annotations

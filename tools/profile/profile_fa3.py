@@ -20,7 +20,7 @@ chunk, so a time limit leaves a usable partial result. `--mixed` also times a fe
 uniform decomposition; those are not profile rows.
 
 Run on the GPU machine with the FA3 module importable (PYTHONPATH), the repo on sys.path:
-    python3 scripts/profile_fa3.py --out DIR --max-seconds 100
+    python3 tools/profile/profile_fa3.py --out DIR --max-seconds 100
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 BLOCK = 16           # vLLM's default KV block size
 SPLITS_CG = 32       # AttentionConfig.flash_attn_max_num_splits_for_cuda_graph

@@ -6,7 +6,7 @@ forwards of kernels, cuBLAS calls and attention-by-shape calls, decode steps rep
 shapes. Prints first-sight (uncached) and steady-state cost, and the
 ctypes call overhead included in both, measured on a no-op export.
 
-    .venv/bin/python scripts/profile_predict_speed.py [--forwards 200]
+    .venv/bin/python tools/cost/profile_predict_speed.py [--forwards 200]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ time through the time shim's rv_real_ns:
 - the wall time of the done-when-3 workload (GEMMs in 3 dtypes, SDPA, CUDA-graph replays)
   against the virtual time it represents.
 
-Usage: python scripts/bench_device.py [--repeat 3]"""
+Usage: python tools/cost/bench_device.py [--repeat 3]"""
 
 from __future__ import annotations
 
