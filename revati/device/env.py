@@ -16,11 +16,10 @@ import os
 import pathlib
 
 from revati.device.spec import gpu_family, load_spec, write_flat
+from revati.native import library
 from revati.predict.registry import lightgbm_library, models_dir
 
 log = logging.getLogger("revati.device")
-
-NATIVE_DIR = pathlib.Path(__file__).resolve().parents[1] / "native"
 
 # built library -> names it must be found under. The device libraries find the core and
 # the predictor through $ORIGIN, which is the directory of the link, not of its target,
@@ -33,10 +32,6 @@ LIBRARY_NAMES = {
     "librevati_time.so": ("librevati_time.so",),
     "librevati_predict.so": ("librevati_predict.so",),
 }
-
-
-class ShimNotBuiltError(RuntimeError):
-    """The native device shim has not been compiled (pip install -e . builds it)."""
 
 
 def _link(target: pathlib.Path, link: pathlib.Path) -> None:
@@ -52,10 +47,7 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
     lib = workdir / "lib"
     lib.mkdir(parents=True, exist_ok=True)
     for built, names in LIBRARY_NAMES.items():
-        target = NATIVE_DIR / built
-        if not target.is_file():
-            raise ShimNotBuiltError(
-                f"{target} is missing; build the native shim with `pip install -e .`")
+        target = library(built)
         for name in names:
             _link(target, lib / name)
     return lib

@@ -13,11 +13,11 @@ import ctypes
 import enum
 from collections.abc import Iterable, Mapping
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 
-NATIVE_LIB = Path(__file__).resolve().parent.parent / "native" / "librevati_predict.so"
+from revati.native import library
+
 NFEAT_MAX = 24
 
 
@@ -151,9 +151,7 @@ def to_launch(row: Mapping[str, object]) -> RvLaunch:
 @cache
 def native() -> ctypes.CDLL:
     """librevati_predict.so (built by `pip install -e .`), with its prototypes declared."""
-    if not NATIVE_LIB.exists():
-        raise FileNotFoundError(f"{NATIVE_LIB} is missing: build it with `pip install -e .`")
-    lib = ctypes.CDLL(str(NATIVE_LIB))
+    lib = ctypes.CDLL(str(library("librevati_predict.so")))
     lib.rv_spec_key.restype = ctypes.c_char_p
     lib.rv_spec_key.argtypes = [ctypes.c_int]
     lib.rv_spec_len.restype = ctypes.c_int

@@ -28,7 +28,7 @@ from revati.predict.features import (
     MOE_COLUMNS,
     UNKNOWN_ARGS,
 )
-from revati.predict.roofline import HardwareSpec
+from revati.predict.roofline import RooflineSpec
 
 # Sweep context recorded next to the launch columns. The attention shape is what the
 # attention-by-shape models take (docs/predictor.md, "Sequence lengths"), the routing what the
@@ -39,7 +39,7 @@ CONTEXT_COLUMNS = ["sweep", "point", "position", "duration_ns", "reps", *ATTENTI
 
 @dataclass
 class HardwareProfile:
-    spec: HardwareSpec
+    spec: RooflineSpec
     provenance: dict[str, object]
     launches: pd.DataFrame
     measured: dict[str, object] = field(default_factory=dict)
@@ -67,7 +67,7 @@ def read_profile(path: str | Path) -> HardwareProfile:
     if missing:
         raise ValueError(f"{path}/launches.parquet lacks columns {sorted(missing)}")
     e2e = path / "e2e_kernels.parquet"
-    return HardwareProfile(HardwareSpec.from_mapping(doc["spec"]), doc.get("provenance", {}),
+    return HardwareProfile(RooflineSpec.from_mapping(doc["spec"]), doc.get("provenance", {}),
                            launches, doc.get("measured", {}),
                            with_arg_columns(pd.read_parquet(e2e)) if e2e.exists() else None)
 

@@ -1,4 +1,4 @@
-"""Hardware spec of a GPU and the roofline fallback computed from it.
+"""The roofline's view of a GPU's spec, and the roofline fallback computed from it.
 
 The roofline itself lives in native/predict.c (rv_roofline_ns) and is called from here through
 ctypes, so the emulator and every Python report compute the same number.
@@ -14,12 +14,16 @@ from revati.predict.features import roofline_ns, spec_keys
 
 
 @dataclass(frozen=True)
-class HardwareSpec:
+class RooflineSpec:
+    """The figures of a hardware spec that the roofline and the C predictor read (the
+    keys of spec_keys()), as a hardware profile stores them; the emulated device's whole
+    spec is revati.device.spec.HardwareSpec."""
+
     name: str
     values: dict[str, float]  # every key of spec_keys()
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, object]) -> HardwareSpec:
+    def from_mapping(cls, data: Mapping[str, object]) -> RooflineSpec:
         """From a YAML-style mapping; nested groups (peak_flops: {bf16: ...}) or dotted keys."""
         flat: dict[str, object] = {}
         for key, value in data.items():
@@ -33,7 +37,7 @@ class HardwareSpec:
         return cls(str(flat["name"]), {k: float(flat[k]) for k in spec_keys()})
 
     @classmethod
-    def from_flat_file(cls, path: str | Path) -> HardwareSpec:
+    def from_flat_file(cls, path: str | Path) -> RooflineSpec:
         """From the "key value" file the C predictor reads (REVATI_HW_SPEC)."""
         data: dict[str, object] = {}
         for line in Path(path).read_text().splitlines():

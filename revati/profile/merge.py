@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from revati.predict.hwprofile import HardwareProfile, read_profile
-from revati.predict.roofline import HardwareSpec
+from revati.predict.roofline import RooflineSpec
 from revati.profile.micro import derived_spec
 
 
@@ -33,7 +33,7 @@ def merge(inputs: list[Path], out: Path) -> HardwareProfile:
     prov["skipped"] = [s for p in parts for s in p.provenance.get("skipped", [])]
     spec, measured = derived_spec(prov, launches)
     e2e = next((p.e2e_kernels for p in parts if p.e2e_kernels is not None), None)
-    profile = HardwareProfile(HardwareSpec.from_mapping(spec), prov, launches, measured, e2e)
+    profile = HardwareProfile(RooflineSpec.from_mapping(spec), prov, launches, measured, e2e)
     profile.write(out)
     return profile
 

@@ -575,7 +575,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     import torch
 
     from revati.predict.hwprofile import HardwareProfile
-    from revati.predict.roofline import HardwareSpec
+    from revati.predict.roofline import RooflineSpec
 
     if not torch.cuda.is_available():
         print("revati profile micro: needs a CUDA GPU", file=sys.stderr)
@@ -597,7 +597,7 @@ def run(args: argparse.Namespace, command: str) -> int:
     prov = provenance(torch, command)
     prov.update(points=len(points), skipped=skipped, seconds=round(time.time() - t0, 1))
     spec, measured = derived_spec(prov, df)
-    out = HardwareProfile(HardwareSpec.from_mapping(spec), prov, df, measured).write(args.out)
+    out = HardwareProfile(RooflineSpec.from_mapping(spec), prov, df, measured).write(args.out)
     print(f"[micro] {len(df)} rows, {len(skipped)} points skipped -> {out}", flush=True)
     for line in skipped[:20]:
         print("  skipped", line)

@@ -1,4 +1,4 @@
-"""Where the compiled shim lives, and its Timekeeper entry points through ctypes."""
+"""The time shim's path, and its Timekeeper entry points through ctypes."""
 
 from __future__ import annotations
 
@@ -6,20 +6,11 @@ import ctypes
 from functools import cache
 from pathlib import Path
 
-NATIVE_DIR = Path(__file__).resolve().parent.parent / "native"
-TIME_SHIM = NATIVE_DIR / "librevati_time.so"
-
-
-class ShimNotBuilt(RuntimeError):
-    pass
+from revati.native import library
 
 
 def time_shim_path() -> Path:
-    if not TIME_SHIM.exists():
-        raise ShimNotBuilt(
-            f"the native shim {TIME_SHIM} is not built; run `pip install -e .` in the repository"
-        )
-    return TIME_SHIM
+    return library("librevati_time.so")
 
 
 @cache

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from revati.cache import CACHE_DIR
-from revati.device.env import ShimNotBuiltError as DeviceShimNotBuilt
 from revati.device.env import emulated_device_env
+from revati.native import NativeNotBuilt
 from revati.timewarp.native import time_shim_path
 from revati.timewarp.server import RemoteTimekeeper
 from revati.timewarp.timekeeper import Timekeeper
@@ -86,7 +86,7 @@ def run(opts: RunOptions) -> int:
     if opts.hardware:
         try:
             extra_env.update(emulated_device_env(opts.hardware, opts.gpus, workdir))
-        except (ValueError, DeviceShimNotBuilt) as e:
+        except (ValueError, NativeNotBuilt) as e:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunError(str(e)) from e
     trace_dir = None

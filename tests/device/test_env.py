@@ -3,8 +3,9 @@ import pathlib
 
 import pytest
 
-from revati.device.env import NATIVE_DIR, apply_env, emulated_device_env
+from revati.device.env import apply_env, emulated_device_env
 from revati.device.spec import UnknownHardwareError
+from revati.native import NATIVE_DIR
 
 
 def test_env_points_at_the_shim_and_the_spec(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from revati.predict.roofline import HardwareSpec
+from revati.predict.roofline import RooflineSpec
 
 DATA = Path(__file__).parent / "data"
 SMALL_PROFILE = DATA / "h200_small"
@@ -26,12 +26,12 @@ TEST_SPEC = {"name": "TestGPU", "sm_count": 100, "memory_bytes": 80e9,
 
 
 @pytest.fixture
-def spec() -> HardwareSpec:
-    return HardwareSpec.from_mapping(TEST_SPEC)
+def spec() -> RooflineSpec:
+    return RooflineSpec.from_mapping(TEST_SPEC)
 
 
 @pytest.fixture
-def spec_file(tmp_path: Path, spec: HardwareSpec) -> Path:
+def spec_file(tmp_path: Path, spec: RooflineSpec) -> Path:
     path = tmp_path / "spec.txt"
     path.write_text(spec.flat_text())
     return path

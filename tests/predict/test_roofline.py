@@ -15,7 +15,7 @@ from revati.predict.features import (
     empty_launch_row,
     native,
 )
-from revati.predict.roofline import HardwareSpec
+from revati.predict.roofline import RooflineSpec
 
 from .conftest import TEST_SPEC
 
@@ -76,12 +76,12 @@ def test_attention_roofline_counts_causal_pairs(spec):
 
 
 def test_spec_flat_file_round_trip(spec, spec_file):
-    again = HardwareSpec.from_flat_file(spec_file)
+    again = RooflineSpec.from_flat_file(spec_file)
     assert again.vector() == spec.vector()
-    assert HardwareSpec.from_mapping(spec.as_mapping()).vector() == spec.vector()
+    assert RooflineSpec.from_mapping(spec.as_mapping()).vector() == spec.vector()
 
 
 def test_spec_missing_key_is_an_error():
     partial = {k: v for k, v in TEST_SPEC.items() if k != "hbm_bytes_per_s"}
     with pytest.raises(ValueError, match="hbm_bytes_per_s"):
-        HardwareSpec.from_mapping(partial)
+        RooflineSpec.from_mapping(partial)
