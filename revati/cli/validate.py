@@ -6,9 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from revati.cli.bench import add_cpu_dilation
-from revati.engines import ENGINES
-from revati.workload.bench import BenchError, BenchOptions
+from revati.workload.bench import BenchError
+from revati.workload.options import add_arguments, from_args
 from revati.workload.validate import render, validate
 
 
@@ -19,28 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--save-result --save-detailed` on a real GPU) against the emulated engine and print "
         "every summary metric, emulated vs real, with the relative error.")
     p.add_argument("--real", type=Path, required=True, metavar="RESULT.json")
-    p.add_argument("--engine", default="vllm", choices=sorted(ENGINES),
-                   help="the engine the real run served with")
-    p.add_argument("--model", required=True)
-    p.add_argument("--hardware", required=True)
-    p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--pp", type=int, default=1)
-    p.add_argument("--engine-python", type=Path)
-    p.add_argument("--num-warmups", type=int, default=0,
-                   help="warm the emulated engine up first, as a real server that had served "
-                   "earlier runs was (see revati bench --num-warmups)")
-    p.add_argument("--out", type=Path, required=True)
-    add_cpu_dilation(p)
-    p.add_argument("engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS")
+    add_arguments(p, ["engine", "model", "hardware", "tp", "pp", "engine_python",
+                      "num_warmups", "out", "cpu_dilation", "engine_args"],
+                  help={"engine": "the engine the real run served with",
+                        "num_warmups": "warm the emulated engine up first, as a real server "
+                        "that had served earlier runs was (see revati bench --num-warmups)"})
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    extra = args.engine_args[1:] if args.engine_args[:1] == ["--"] else args.engine_args
-    opts = BenchOptions(model=args.model, hardware=args.hardware, engine=args.engine,
-                        tp=args.tp, pp=args.pp, engine_python=args.engine_python, out=args.out,
-                        num_warmups=args.num_warmups, cpu_dilation=args.cpu_dilation,
-                        engine_args=extra)
+    opts = from_args(args)
     try:
         rows, report = validate(args.real, opts)
     except (BenchError, OSError, ValueError) as e:

@@ -17,7 +17,7 @@ import pathlib
 
 from revati.device.spec import gpu_family, load_spec, write_flat
 from revati.native import library
-from revati.predict.registry import lightgbm_library, models_dir
+from revati.predict.registry import predictor_env
 
 log = logging.getLogger("revati.device")
 
@@ -53,16 +53,16 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
     return lib
 
 
-def _predictor_models(hardware: str) -> dict[str, str]:
-    """The trained duration models for this GPU (revati/predict/data/models/<gpu>, named by
-    the part of the spec name before the form factor: h200_sxm -> h200). Without them the
-    predictor falls back to the roofline for every kernel, which the run reports."""
+def _predictor(hardware: str, spec_file: pathlib.Path) -> dict[str, str]:
+    """The predictor's environment: this run's spec and the duration models trained for this
+    GPU (revati/predict/data/models/<gpu>, named by the part of the spec name before the form
+    factor: h200_sxm -> h200). Without models the predictor falls back to the roofline for
+    every kernel, which the run reports."""
     try:
-        return {"REVATI_PREDICT_MODELS": str(models_dir(gpu_family(hardware)) / "index.txt"),
-                "REVATI_LIGHTGBM_LIB": str(lightgbm_library())}
+        return predictor_env(gpu_family(hardware), spec_file)
     except FileNotFoundError as e:
         log.warning("%s: kernel durations come from the roofline alone", e)
-        return {}
+        return {"REVATI_HW_SPEC": str(spec_file)}
 
 
 def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict[str, str]:
@@ -78,7 +78,7 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
     spec_file = write_flat(spec, workdir / f"hw_{spec.key}.spec")
     lib = driver_dir(workdir)
     return {
-        **_predictor_models(spec.key),
+        **_predictor(spec.key, spec_file),
         "LD_LIBRARY_PATH": str(lib),
         # torch finds NCCL through its RPATH, which LD_LIBRARY_PATH cannot override; a
         # preloaded library of the same SONAME satisfies that lookup and vLLM's dlopen.
@@ -87,7 +87,6 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
         # librevati_cublas interposes cuBLAS's GEMM entry points to pass shapes on.
         "LD_PRELOAD": ":".join(str(lib / n) for n in
                                ("librevati_time.so", "libnccl.so.2", "librevati_cublas.so")),
-        "REVATI_HW_SPEC": str(spec_file),
         "REVATI_GPUS": str(gpus),
         # Triton otherwise asks `ldconfig -p` where libcuda is, which finds no driver here.
         "TRITON_LIBCUDA_PATH": str(lib),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from revati.tune.engine_flags import engine_flags
+from revati.workload.options import BenchOptions, command_line
 
 
 class TrialError(RuntimeError):
@@ -25,33 +26,23 @@ class TrialError(RuntimeError):
 
 def bench_command(cfg: Any, out_dir: Path) -> list[str]:
     w, par = cfg.workload, cfg.parallelism
-    return [
-        sys.executable, "-m", "revati.cli.main", "bench",
-        "--engine", cfg.engine.name,
-        "--model", cfg.model.name,
-        "--hardware", cfg.hardware_key,
-        "--tp", str(par.tensor_parallel_size),
-        "--pp", str(par.pipeline_parallel_size),
-        "--dataset", w.dataset,
-        *workload_args(w),
-        "--num-prompts", str(w.num_prompts),
-        "--request-rate", str(w.request_rate),
-        "--burstiness", str(w.burstiness),
-        "--num-warmups", str(w.get("num_warmups", 0)),
-        "--seed", str(cfg.seed),
-        "--out", str(out_dir),
-        "--", *engine_flags(cfg),
-    ]
-
-
-def workload_args(w: Any) -> list[str]:
-    """The dataset's own `revati bench` arguments."""
+    opts = BenchOptions(
+        engine=cfg.engine.name, model=cfg.model.name, hardware=cfg.hardware_key,
+        tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dataset=w.dataset,
+        num_prompts=w.num_prompts, request_rate=w.request_rate, burstiness=w.burstiness,
+        num_warmups=w.get("num_warmups", 0), seed=cfg.seed, out=out_dir,
+        engine_args=engine_flags(cfg))
+    # the dataset's own options
+    own: tuple[str, ...] = ()
     if w.dataset == "random":
-        return ["--input-len", str(w.input_len), "--output-len", str(w.output_len),
-                "--range-ratio", str(w.get("range_ratio", 0.0))]
-    if w.dataset == "trace":
-        return ["--trace", str(w.trace)]
-    return []
+        opts.input_len, opts.output_len = w.input_len, w.output_len
+        opts.range_ratio = w.get("range_ratio", 0.0)
+        own = ("input_len", "output_len", "range_ratio")
+    elif w.dataset == "trace":
+        opts.trace, own = Path(str(w.trace)), ("trace",)
+    explicit = ("engine", "model", "hardware", "tp", "pp", "dataset", *own, "num_prompts",
+                "request_rate", "burstiness", "num_warmups", "seed", "out")
+    return [sys.executable, "-m", "revati.cli.main", "bench", *command_line(opts, explicit)]
 
 
 def _end_session(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from revati.cache import MODELS_DIR
@@ -42,48 +41,13 @@ from revati.workload import datasets
 from revati.workload.checks import check_numbers, check_options, check_requests
 from revati.workload.errors import BenchError
 from revati.workload.network import PrivateNetwork
+from revati.workload.options import BenchOptions
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_RESULT = "vllm_bench.json"
 # arrays of per-request detail that go to requests.csv rather than summary.json
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors",
                "generated_texts")
-
-
-@dataclass
-class BenchOptions:
-    model: str
-    hardware: str
-    out: Path
-    engine: str = "vllm"
-    tp: int = 1
-    pp: int = 1
-    dataset: str = "random"          # random | sharegpt | trace
-    trace: Path | None = None        # the trace file of dataset=trace
-    input_len: int = 1024
-    output_len: int = 128
-    range_ratio: float = 0.0
-    num_prompts: int | None = 200    # None: every request of the trace
-    request_rate: float = float("inf")
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    # requests `vllm bench serve` sends (concurrently, unmeasured) before the measured load:
-    # a warm server has compiled the kernels that first appear under load, such as the
-    # Triton top-k/top-p sampler at 8 or more running requests
-    num_warmups: int = 0
-    seed: int = 0
-    port: int | None = None
-    ready_timeout_s: float = 1800.0
-    engine_python: Path | None = None
-    engine_args: list[str] = field(default_factory=list)
-    log_level: str = "warn"
-    # CPU-contention correction (revati run --cores): None uses this host's cores, 0 is off
-    cores: int | None = None
-    # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
-    # measures it (the GPU node's PyTorch dispatch time over this host's), 1.0 is off
-    cpu_dilation: float | None = None
-    # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
-    gpu_trace: bool = False
 
 
 def resolve_hardware(name: str) -> str:

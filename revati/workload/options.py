@@ -1,0 +1,160 @@
+"""`revati bench`'s options, written once: each field of BenchOptions is one command-line
+flag, with its help and parsing in the field's metadata. `revati bench` and `revati validate`
+build their parsers from them (add_arguments), and the tuner renders a trial's command line
+from a BenchOptions (command_line)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from revati.engines import ENGINES
+from revati.timewarp.timekeeper import parse_cores
+from revati.workload.datasets import DATASETS
+
+
+def parse_dilation(value: str) -> float | None:
+    """A --cpu-dilation argument: `auto` (None: measured), `off` (1) or a factor >= 1."""
+    if value == "auto":
+        return None
+    if value == "off":
+        return 1.0
+    try:
+        f = float(value)
+    except ValueError:
+        f = 0.0
+    if not 1.0 <= f <= 100.0:
+        raise argparse.ArgumentTypeError(f"expected auto, off or a factor from 1 to 100, not "
+                                         f"{value!r}")
+    return f
+
+
+def _cli(help: str | None = None, flag: str | None = None, **argparse_kw: Any) -> dict:
+    """A field's command-line form: its help, its flag when not --field-name, and any other
+    add_argument keyword."""
+    return {"cli": {"help": help, "flag": flag, **argparse_kw}}
+
+
+@dataclass
+class BenchOptions:
+    model: str = field(metadata=_cli("catalog name (conf/model), e.g. llama3_8b"))
+    hardware: str = field(metadata=_cli("conf/hardware name or prefix, e.g. h200"))
+    out: Path = field(metadata=_cli("output folder", type=Path))
+    engine: str = field(default="vllm", metadata=_cli(
+        "serving engine (its interpreter: .venv-ENGINE, see --engine-python)",
+        choices=sorted(ENGINES)))
+    tp: int = field(default=1, metadata=_cli(type=int))
+    pp: int = field(default=1, metadata=_cli(type=int))
+    dataset: str = field(default="random", metadata=_cli(
+        "random: --input-len/--output-len tokens; sharegpt: lengths drawn from the shipped "
+        "ShareGPT distribution; trace: replay --trace", choices=DATASETS))
+    trace: Path | None = field(default=None, metadata=_cli(
+        "CSV or JSONL of timestamp (s), input_length, output_length per request, replayed "
+        "at its own arrival times (--dataset trace)", type=Path, metavar="FILE"))
+    input_len: int = field(default=1024, metadata=_cli(type=int))
+    output_len: int = field(default=128, metadata=_cli(type=int))
+    range_ratio: float = field(default=0.0, metadata=_cli(
+        "random lengths in [len*(1-r), len*(1+r)]", type=float))
+    # None: every request of the trace (the command line's default for --dataset trace)
+    num_prompts: int | None = field(default=200, metadata=_cli(
+        "requests to send (default: 200; a trace's every request)", type=int))
+    request_rate: float = field(default=math.inf, metadata=_cli(
+        "requests per virtual second (inf: all at once)", type=float))
+    burstiness: float = field(default=1.0, metadata=_cli(
+        "gamma shape of the inter-arrival times (1: Poisson, inf: fixed rate)", type=float))
+    max_concurrency: int | None = field(default=None, metadata=_cli(type=int))
+    # requests `vllm bench serve` sends (concurrently, unmeasured) before the measured load:
+    # a warm server has compiled the kernels that first appear under load, such as the
+    # Triton top-k/top-p sampler at 8 or more running requests
+    num_warmups: int = field(default=0, metadata=_cli(
+        "unmeasured requests sent at once before the load, to warm the engine up (16 "
+        "reaches the batch sizes whose kernels compile on first use)", type=int))
+    seed: int = field(default=0, metadata=_cli(type=int))
+    port: int | None = field(default=None, metadata=_cli(
+        "engine port (default: a free one)", type=int))
+    ready_timeout_s: float = field(default=1800.0, metadata=_cli(
+        flag="--ready-timeout", type=float, metavar="SECONDS"))
+    engine_python: Path | None = field(default=None, metadata=_cli(
+        "interpreter that has the engine", type=Path))
+    engine_args: list[str] = field(default_factory=list, metadata=_cli(
+        flag="engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS"))
+    log_level: str = field(default="warn", metadata=_cli(
+        choices=["error", "warn", "info", "debug"]))
+    # CPU-contention correction (revati run --cores): None uses this host's cores, 0 is off
+    cores: int | None = field(default=None, metadata=_cli(
+        "CPU-contention correction as for `revati run --cores` (default: auto, this host's "
+        "cores)", type=parse_cores, metavar="N|auto|off"))
+    # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
+    # measures it (the GPU node's PyTorch dispatch time over this host's), 1.0 is off
+    cpu_dilation: float | None = field(default=None, metadata=_cli(
+        "GPU-driving threads pay F times their CPU time, for a GPU node whose host is slower "
+        "than this one (default auto: the node's PyTorch dispatch time over this host's, "
+        "from conf/hardware; docs/timewarp.md)", type=parse_dilation, metavar="auto|off|F"))
+    # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
+    gpu_trace: bool = field(default=False, metadata=_cli(
+        "write OUT/gpu_trace.json, a Chrome trace (chrome://tracing, Perfetto) of every "
+        "emulated kernel, copy and collective on its stream and of the clock's jumps, in "
+        "virtual time: ~150 bytes a kernel, so keep the load short", action="store_true"))
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(BenchOptions)}
+REQUIRED = ("model", "hardware", "out")
+
+
+def _flag(name: str) -> str:
+    return FIELDS[name].metadata["cli"]["flag"] or "--" + name.replace("_", "-")
+
+
+def add_arguments(p: argparse.ArgumentParser, names: list[str] | None = None,
+                  help: dict[str, str] | None = None) -> None:
+    """Add the flags of these options (default: all) to p; `help` replaces some helps."""
+    names = names or list(FIELDS)
+    # the engine's flags last: everything after `--` is theirs
+    for name in sorted(names, key=lambda n: n == "engine_args"):
+        kw = {k: v for k, v in FIELDS[name].metadata["cli"].items() if k != "flag"}
+        kw["help"] = (help or {}).get(name, kw["help"])
+        flag = _flag(name)
+        if flag.startswith("--"):
+            kw["dest"] = name
+            if name in REQUIRED:
+                kw["required"] = True
+            # the trace's own count is every request: None until the dataset is known
+            elif name != "num_prompts" and kw.get("action") != "store_true":
+                kw["default"] = FIELDS[name].default
+        p.add_argument(flag, **kw)
+
+
+def from_args(args: argparse.Namespace) -> BenchOptions:
+    """The options a parser built by add_arguments read (flags it lacks keep defaults)."""
+    given = {n: getattr(args, n) for n in FIELDS if hasattr(args, n)}
+    extra = given.get("engine_args", [])
+    given["engine_args"] = extra[1:] if extra[:1] == ["--"] else extra
+    if "num_prompts" in given and given["num_prompts"] is None and given["dataset"] != "trace":
+        given["num_prompts"] = FIELDS["num_prompts"].default
+    return BenchOptions(**given)
+
+
+def command_line(opts: BenchOptions, explicit: tuple[str, ...] = REQUIRED) -> list[str]:
+    """`revati bench`'s arguments for opts: the `explicit` options, and every other one that
+    differs from its default."""
+    argv: list[str] = []
+    for name, f in FIELDS.items():
+        value = getattr(opts, name)
+        if name == "engine_args" or value is None:  # None: the flag's absence means it
+            continue
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        # a trace's default count is its every request, not the field's default
+        at_default = value == default and not (name == "num_prompts" and opts.dataset == "trace")
+        if at_default and name not in explicit:
+            continue
+        if f.metadata["cli"].get("action") == "store_true":
+            argv += [_flag(name)] if value else []
+        elif name in ("cores", "cpu_dilation") and value == (0 if name == "cores" else 1.0):
+            argv += [_flag(name), "off"]
+        else:
+            argv += [_flag(name), str(value)]
+    return [*argv, "--", *opts.engine_args]
