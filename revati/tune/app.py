@@ -80,7 +80,7 @@ def select_not_append(argv: list[str]) -> list[str]:
     Hydra refuses to append a group that the defaults list already has, but
     `+model=NAME` is how model selection is spelled (the model group has a default so
     that a bare `revati-tune` runs); both spellings select, and name the same study."""
-    from revati.tune.validate import GROUPS
+    from revati.tune.checks import GROUPS
 
     return [a[1:] if a.startswith("+") and a[1:].split("=", 1)[0] in GROUPS else a
             for a in argv]
@@ -92,7 +92,7 @@ def main() -> None:
     sys.argv[1:] = select_not_append(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])
     if overrides is not None:
-        from revati.tune.validate import check_overrides
+        from revati.tune.checks import check_overrides
 
         try:
             check_overrides(overrides)

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from revati.tune.checks import check_config
 from revati.tune.constraints import first_violation
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import objective_values, read_requests, trial_metrics
@@ -30,7 +31,6 @@ from revati.tune.report import Report, build_report
 from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
 from revati.tune.trial import TrialError, run_trial
-from revati.tune.validate import validate
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -47,7 +47,7 @@ def make_sampler(cfg: Any, space: SearchSpace, seed: int) -> optuna.samplers.Bas
 
 
 def trial_budget(cfg: Any, space: SearchSpace) -> int:
-    """The study's total number of trials (validate() made sure it is defined)."""
+    """The study's total number of trials (check_config() made sure it is defined)."""
     return cfg.sweep.n_trials if cfg.sweep.n_trials is not None else space.grid_size()
 
 
@@ -131,7 +131,7 @@ def _storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
 def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     """Validate, then run (or resume) the sweep's study; return it with its report."""
     space = load_space(cfg.sweep.space)
-    validate(cfg, space)
+    check_config(cfg, space)
     # Optuna logs every failed trial with a traceback; the progress bar and the report
     # carry the reasons instead.
     optuna.logging.set_verbosity(optuna.logging.ERROR)

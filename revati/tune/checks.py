@@ -95,7 +95,7 @@ def _positive(cfg: Any, key: str, kind: type | tuple[type, ...], allow_inf: bool
                           f"{'integer' if kind is int else 'number'}")
 
 
-def validate(cfg: Any, space: SearchSpace) -> None:
+def check_config(cfg: Any, space: SearchSpace) -> None:
     """Check a composed configuration and its search space; raise ConfigError on the first
     problem."""
     if "model" not in cfg:
