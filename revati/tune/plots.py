@@ -52,8 +52,8 @@ def front_plot(x: np.ndarray, y: np.ndarray, labels: Sequence[str], names: tuple
     order = np.argsort(x[mask])
     ax.plot(x[mask][order], y[mask][order], "o-", color="C3", label="Pareto front")
     for xi, yi, label, on_front in zip(x, y, labels, mask, strict=True):
-        if on_front:
-            ax.annotate(label, (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(label, (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points",
+                    color="black" if on_front else "0.45")
     ax.set_xlabel(f"{names[0]} ({'max' if maximize[0] else 'min'})")
     ax.set_ylabel(f"{names[1]} ({'max' if maximize[1] else 'min'})")
     ax.grid(alpha=0.3)

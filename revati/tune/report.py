@@ -58,6 +58,23 @@ def _reasons(study: optuna.Study, state: TrialState, attr: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Short names for a plot's point labels; other parameters go by the last part of their key.
+SHORT = {"tensor_parallel_size": "TP", "pipeline_parallel_size": "PP", "max_num_seqs": "seqs",
+         "max_num_batched_tokens": "tokens", "request_rate": "rate",
+         "enable_chunked_prefill": "chunked"}
+
+
+def point_label(params: dict[str, Any]) -> str:
+    """A trial's configuration in a few characters: "TP2 PP4", "seqs=64 tokens=8192"."""
+    parts = []
+    for key, value in params.items():
+        name = key.rsplit(".", 1)[-1]
+        short = SHORT.get(name, name)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        parts.append(f"{short}{shown}" if short.isupper() else f"{short}={shown}")
+    return " ".join(parts)
+
+
 def _front(study: optuna.Study, names: tuple[str, str], maximize: tuple[bool, bool],
            path: Path) -> Path | None:
     points, labels = [], []
@@ -65,7 +82,7 @@ def _front(study: optuna.Study, names: tuple[str, str], maximize: tuple[bool, bo
         metrics = t.user_attrs.get("metrics", {})
         if t.state == TrialState.COMPLETE and all(n in metrics for n in names):
             points.append([metrics[n] for n in names])
-            labels.append(f"#{t.number}")
+            labels.append(point_label(t.params))
     if not points:
         return None
     arr = np.asarray(points, dtype=float)

@@ -8,7 +8,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from revati.tune.plots import latency_cdf, pareto_mask
-from revati.tune.report import build_report
+from revati.tune.report import build_report, point_label
 
 PNG = b"\x89PNG"
 OBJECTIVES = OmegaConf.create([{"metric": "output_throughput", "direction": "maximize"},
@@ -72,3 +72,10 @@ def test_latency_cdf(tmp_path):
     assert path.read_bytes().startswith(PNG)
     assert latency_cdf(pd.DataFrame({"input_len": [1]}), tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_plot_points_are_labelled_with_their_configuration():
+    assert point_label({"parallelism.tensor_parallel_size": 2,
+                        "parallelism.pipeline_parallel_size": 4}) == "TP2 PP4"
+    assert point_label({"scheduler.max_num_seqs": 64, "workload.request_rate": 8.0,
+                        "scheduler.policy": "fcfs"}) == "seqs=64 rate=8 policy=fcfs"
