@@ -36,6 +36,11 @@ def main(args: argparse.Namespace) -> int:
           f"virtual duration {s['duration']:.1f} s, wall {s['wall_s']:.1f} s "
           f"(measured requests {s['measured_wall_s'] or 0:.1f} s); "
           f"written to {args.out}/summary.json")
+    r = s["revati"]["virtual_clock"]
+    if r["rate_mean"] is not None:
+        print(f"[revati bench] CPU work was {r['cpu_bound_share']:.0%} of the virtual time; "
+              f"virtual time ran at x{r['rate_min']:.2f}-{r['rate_max']:.2f} of real time "
+              f"meanwhile (mean x{r['rate_mean']:.2f})")
     c = s["revati"]["cpu_contention"]
     if c["contended_s"]:
         print(f"[revati bench] CPU contention on {s['revati']['cores']} cores: "

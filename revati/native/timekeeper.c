@@ -64,6 +64,9 @@ static int cores; /* 0: no contention correction */
 /* contention statistics: real time sampled, of it under contention, and the virtual time
  * that real time became; runnable thread counts summed over samples */
 static int64_t sampled_real, dilated_real, dilated_virt, samples, runnable_sum;
+/* CPU-bound time: the real time sampled with an emulated thread running, the virtual time it
+ * became, and the lowest and highest rate such an interval ran at (ppm) */
+static int64_t busy_real, busy_virt, busy_rate_min = RV_RATE_ONE, busy_rate_max;
 /* the measured share: on-CPU and run-queue ns of running threads in the current window, the
  * window's real length, and the share the last full window gave (ppm) */
 static int64_t window_run, window_wait, window_real, share_ppm = RV_RATE_ONE;
@@ -355,17 +358,24 @@ static int64_t wake_due(int64_t now_v) {
  * core (see the top of this file). The interval just ended ran at the rate set by the
  * previous sample. */
 static void sample_contention(int64_t now, int64_t interval) {
-    int runnable = 0;
+    int runnable = 0, running = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
         int32_t st = atomic_load(&t->state);
         if (st != RV_T_RUNNING && st != RV_T_WAKING) continue;
+        running++;
         if (task_state(j, t) == 'R') runnable++;
         add_sched_time(j, t);
     }
     int64_t rate = atomic_load(&S->rate_ppm);
     sampled_real += interval;
+    if (running) { /* the interval's virtual time was CPU work's, at this rate */
+        busy_real += interval;
+        busy_virt += rv_map_virt(0, 0, rate, interval);
+        if (rate < busy_rate_min) busy_rate_min = rate;
+        if (rate > busy_rate_max) busy_rate_max = rate;
+    }
     if (rate < RV_RATE_ONE) {
         dilated_real += interval;
         dilated_virt += rv_map_virt(0, 0, rate, interval);
@@ -498,12 +508,18 @@ RV_EXPORT void rv_tk_set_cores(int n) { cores = n > 0 ? n : 0; }
 
 /* Contention statistics: out[0] real seconds sampled, out[1] of them with more runnable
  * emulated threads than cores, out[2] the virtual seconds those became, out[3] the mean
- * number of runnable emulated threads. */
+ * number of runnable emulated threads; out[4] the real seconds sampled with an emulated
+ * thread running (CPU-bound), out[5] the virtual seconds those became, out[6] and out[7]
+ * the lowest and highest rate of virtual time in them (1: real time; 0 when none). */
 RV_EXPORT void rv_tk_contention(double *out) {
     out[0] = sampled_real / 1e9;
     out[1] = dilated_real / 1e9;
     out[2] = dilated_virt / 1e9;
     out[3] = samples ? (double)runnable_sum / samples : 0.0;
+    out[4] = busy_real / 1e9;
+    out[5] = busy_virt / 1e9;
+    out[6] = busy_real ? (double)busy_rate_min / RV_RATE_ONE : 0.0;
+    out[7] = busy_real ? (double)busy_rate_max / RV_RATE_ONE : 0.0;
 }
 RV_EXPORT uint32_t rv_tk_jumps(void) { return atomic_load(&S->jumps); }
 

@@ -64,6 +64,13 @@ class Contention:
     contended_s: float    # of them, with the emulated threads short of a core each
     virtual_s: float      # the virtual seconds the contended real seconds became
     mean_runnable: float  # runnable emulated threads, on average over the samples
+    # CPU-bound time: the real seconds watched with an emulated thread running, the virtual
+    # seconds they became, and the lowest and highest rate of virtual time among them (1:
+    # real time; their mean is cpu_virtual_s / cpu_real_s)
+    cpu_real_s: float
+    cpu_virtual_s: float
+    rate_min: float
+    rate_max: float
 
     def __str__(self) -> str:
         return (f"{self.contended_s:.1f} of {self.sampled_s:.1f} real seconds had the "
@@ -165,7 +172,7 @@ class Timekeeper:
         return self.lib.rv_tk_now()
 
     def contention(self) -> Contention:
-        out = (ctypes.c_double * 4)()
+        out = (ctypes.c_double * 8)()
         self.lib.rv_tk_contention(out)
         return Contention(*out)
 

@@ -34,7 +34,7 @@ from revati.models.sizing import routing_env
 from revati.ports import free_port, is_free
 from revati.predict.totals import read_totals
 from revati.timewarp.runner import emulated_env, start_notices
-from revati.timewarp.timekeeper import Timekeeper, host_cores
+from revati.timewarp.timekeeper import Contention, Timekeeper, host_cores
 from revati.timewarp.trace import merge_trace
 from revati.timewarp.tree import ProcessTree
 from revati.workload import datasets
@@ -338,13 +338,15 @@ class EmulatedServer:
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
         after = self.host_cpu("after the load")
         summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
+        contention = self.dep.tk.contention()
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine.ENV,
                              "cores": self.cores,
                              "network": self.dep.network.where,
-                             "cpu_contention": vars(self.dep.tk.contention()),
+                             "cpu_contention": vars(contention),
+                             "virtual_clock": clock_rates(contention, self.dep.virtual_s()),
                              "cpu_dilation": self.dilation,
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
                                              "gpu_node": self.gpu_node_cpu_ms}}
@@ -433,6 +435,20 @@ def measured_wall_s(raw: dict, clock: list[tuple[float, float]]) -> float | None
 
     first = min(starts)
     return round(real_at(first + raw["duration"]) - real_at(first), 3)
+
+
+def clock_rates(c: Contention, virtual_s: float) -> dict[str, float | None]:
+    """How fast virtual time ran while the deployment's CPU work did (its rate against real
+    time: lowest, mean, highest), and the share of the deployment's virtual time that was
+    CPU work's rather than jumps over GPU work and waits (issue #24: a result that leaned on
+    the contention correction says so). None without the correction (--cores off)."""
+    if not c.cpu_real_s:
+        return {"rate_min": None, "rate_mean": None, "rate_max": None, "cpu_bound_share": None}
+    share = min(1.0, c.cpu_virtual_s / virtual_s) if virtual_s else None
+    return {"rate_min": round(c.rate_min, 4),
+            "rate_mean": round(c.cpu_virtual_s / c.cpu_real_s, 4),
+            "rate_max": round(c.rate_max, 4),
+            "cpu_bound_share": None if share is None else round(share, 4)}
 
 
 def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
+from revati.timewarp.runner import emulated_env
 from revati.timewarp.timekeeper import host_cores, parse_cores
+from revati.workload.bench import Deployment, clock_rates
 from tests.timewarp.conftest import revati_run
 
 # Each process spins until it has used CPU_S of its own CPU time (a clock the shim leaves
@@ -51,3 +53,27 @@ def test_cores_argument() -> None:
     assert parse_cores("auto") == host_cores() >= 1
     with pytest.raises(ValueError):
         parse_cores("-1")
+
+
+def test_the_rate_applied_and_the_cpu_bound_time_are_reported(tmp_path) -> None:
+    """Issue #24: a result says how much it leaned on the correction. Three processes
+    sharing one core each run at about a third of real speed: the lowest rate applied is
+    well under 1, and the CPU-bound virtual time is about one process's CPU_S (they ran
+    together), while it took about PROCS x CPU_S of real time."""
+    core = str(min(os.sched_getaffinity(0)))
+    script = " ".join(f"{sys.executable} -c '{BUSY}' &" for _ in range(PROCS)) + " wait"
+    log = tmp_path / "busy.log"
+    dep = Deployment(cores=1)
+    try:
+        pid = dep.tree.spawn(["taskset", "-c", core, "bash", "-c", script],
+                             emulated_env(dep.tk.segment, "warn", {}), log)
+        dep.wait(pid, None, "busy processes", 600.0, log)
+        c = dep.tk.contention()
+    finally:
+        dep.close()
+    assert 0 < c.rate_min < 0.6 and c.rate_min <= c.rate_max <= 1.0
+    assert CPU_S * 0.8 < c.cpu_virtual_s < CPU_S * 2.5  # + the interpreters' start-up
+    assert c.cpu_real_s > 1.5 * c.cpu_virtual_s
+    rates = clock_rates(c, dep.virtual_s())
+    assert rates["rate_min"] <= rates["rate_mean"] <= rates["rate_max"]
+    assert 0 < rates["cpu_bound_share"] <= 1
