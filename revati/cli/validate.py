@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Replay the requests of RESULT.json (written by `vllm bench serve "
         "--save-result --save-detailed` on a real GPU) against the emulated engine and print "
         "every summary metric, emulated vs real, with the relative error.")
-    p.add_argument("--real", type=Path, required=True, metavar="RESULT.json")
+    p.add_argument("--real", type=Path, required=True, metavar="RESULT.json[.gz]")
     add_arguments(p, ["engine", "model", "hardware", "tp", "pp", "engine_python",
                       "num_warmups", "out", "cpu_dilation", "engine_args"],
                   help={"engine": "the engine the real run served with",

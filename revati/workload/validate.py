@@ -9,6 +9,7 @@ used. The per-request lengths of both runs are compared to prove it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -22,6 +23,12 @@ HEADLINE = ["mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "me
 NOT_COMPARED = {"num_prompts", "request_rate", "burstiness", "max_concurrency", "completed",
                 "failed", "total_input_tokens", "total_output_tokens", "wall_s", "measured_wall_s",
                 "num_gpu_blocks", "predictor_coverage", "rtfx"}
+
+
+def read_result(path: Path) -> dict:
+    """A `vllm bench serve --save-result` JSON, gzipped (.gz) or not."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
 
 def recorded_requests(real: dict) -> list[datasets.Request]:
@@ -56,7 +63,7 @@ def render(rows: list[dict]) -> str:
 
 
 def validate(real_path: Path, opts: BenchOptions) -> tuple[list[dict], dict]:
-    real = json.loads(real_path.read_text())
+    real = read_result(real_path)
     requests = recorded_requests(real)
     opts.out.mkdir(parents=True, exist_ok=True)
     opts.dataset, opts.num_prompts = "trace", None

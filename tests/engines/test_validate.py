@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
 from revati.workload.bench import BenchError
 from revati.workload.datasets import Request
-from revati.workload.validate import compare, recorded_requests, render
+from revati.workload.validate import compare, read_result, recorded_requests, render
 
 
 def test_requests_and_send_times_are_recovered_from_a_detailed_result() -> None:
@@ -14,6 +17,13 @@ def test_requests_and_send_times_are_recovered_from_a_detailed_result() -> None:
             "start_times": [100.25, 100.5, 103.0], "request_rate": 4.0}
     assert recorded_requests(real) == [Request(0.0, 128, 512), Request(0.25, 90, 7),
                                        Request(2.75, 300, 20)]
+
+
+def test_a_gzipped_result_reads_as_the_plain_one(tmp_path) -> None:
+    real = {"input_lens": [128], "output_lens": [512], "start_times": [1.0]}
+    (tmp_path / "r.json").write_text(json.dumps(real))
+    (tmp_path / "r.json.gz").write_bytes(gzip.compress(json.dumps(real).encode()))
+    assert read_result(tmp_path / "r.json.gz") == read_result(tmp_path / "r.json") == real
 
 
 def test_a_result_without_details_is_refused() -> None:
