@@ -1,0 +1,93 @@
+"""Does the emulator order scheduler settings as the real GPU does? (issue #25, item 4)
+
+For each scheduler setting and load of docs/validation/real-knobs/ (real vLLM 0.26.0 on the
+H200, one fresh server per setting), replays the real run's requests with `revati validate`
+on the same setting, then prints, per load, each setting's mean TTFT, mean TPOT and output
+throughput, real beside emulated, and whether the two order the settings alike.
+
+    .venv/bin/python tools/fidelity/knobs.py --out OUT [--settings default,mnbt2048,...]
+        [--loads heavy,streams40] [--repeat N]
+
+Runs are kept in OUT/<setting>_<load>[_<i>] and reused when their validation.json exists,
+so an interrupted run resumes. Each takes a few minutes on 2 cores (engine start included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = REPO / "docs" / "validation" / "real-knobs"
+SETTINGS = ("default", "mnbt2048", "mnbt4096", "mnbt16384", "seqs64", "seqs32")
+LOADS = ("heavy", "streams40")
+METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
+           ("output_throughput", "tok/s"))
+
+
+def engine_flags(setting: str) -> list[str]:
+    """The server flags of a setting, as tools/device/vllm_real.sh's config_flags."""
+    if setting == "default":
+        return []
+    if setting.startswith("mnbt"):
+        return ["--max-num-batched-tokens", setting[4:]]
+    if setting.startswith("seqs"):
+        return ["--max-num-seqs", setting[4:]]
+    raise SystemExit(f"unknown setting {setting!r} (known: {', '.join(SETTINGS)})")
+
+
+def run(setting: str, load: str, out: Path) -> dict[str, tuple[float, float]]:
+    """metric -> (real, emulated) for one setting and load, running it unless kept."""
+    result = out / "validation.json"
+    if not result.is_file():
+        cmd = [sys.executable, "-m", "revati.cli.main", "validate",
+               "--real", str(REAL / f"{setting}_{load}.json.gz"), "--model", "llama3_8b",
+               "--hardware", "h200", "--num-warmups", "16", "--out", str(out), "--",
+               "--max-model-len", "4096", *engine_flags(setting)]
+        print(f"knobs: {setting} {load}: {' '.join(cmd[2:])}", flush=True)
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
+    return {m: (rows[m]["real"], rows[m]["emulated"]) for m, _ in METRICS}
+
+
+def order(values: dict[str, float]) -> list[str]:
+    return sorted(values, key=values.__getitem__)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--settings", default=",".join(SETTINGS))
+    p.add_argument("--loads", default=",".join(LOADS))
+    p.add_argument("--repeat", type=int, default=1, help="emulated runs per cell (median)")
+    args = p.parse_args()
+    settings, loads = args.settings.split(","), args.loads.split(",")
+    for load in loads:
+        cells = {}
+        for s in settings:
+            runs = [run(s, load, args.out / (f"{s}_{load}" + (f"_{i}" if i else "")))
+                    for i in range(args.repeat)]
+            cells[s] = {m: (runs[0][m][0], statistics.median(r[m][1] for r in runs))
+                        for m, _ in METRICS}
+        print(f"\n## {load}\n\n| setting | " + " | ".join(
+            f"{label} real | emulated | error" for _, label in METRICS) + " |")
+        print("|---|" + "---:|" * 3 * len(METRICS))
+        for s, c in cells.items():
+            print(f"| {s} | " + " | ".join(
+                f"{c[m][0]:.2f} | {c[m][1]:.2f} | {(c[m][1] / c[m][0] - 1) * 100:+.1f} %"
+                for m, _ in METRICS) + " |")
+        for m, label in METRICS:
+            real = order({s: c[m][0] for s, c in cells.items()})
+            emulated = order({s: c[m][1] for s, c in cells.items()})
+            print(f"\n{label}, ascending: real {' < '.join(real)}; emulated "
+                  f"{' < '.join(emulated)}: {'same order' if real == emulated else 'DIFFERENT'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
