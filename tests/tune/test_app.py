@@ -43,6 +43,7 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
     (["+model=llama8b", "workload=azure_conv", "workload.trace=bad.csv"],
      "workload.trace: bad.csv:3: not a number"),
     (["+model=llama8b", "workload.dataset=alpaca"], "unknown workload.dataset 'alpaca'"),
+    (["+model=llama8b", "hardware=z999"], "unknown hardware 'z999'"),
     (["+model=llama8b", "hydra.run.dir=/proc/nope/x"],
      "hydra.run.dir=/proc/nope/x: cannot write under /proc"),
     (["+model=llama8b", "workload.num_warmups=-1"], "workload.num_warmups=-1 must be a count"),
