@@ -48,7 +48,7 @@ void rv_log(enum rv_level lvl, const char *fmt, ...) {
     static const char *names[] = {"error", "warn", "info", "debug"};
     char buf[1024];
     int n = snprintf(buf, sizeof buf, "[revati %s pid=%d tid=%ld] ", names[lvl], (int)getpid(),
-                     (long)syscall(SYS_gettid));
+                     (long)REAL(syscall)(SYS_gettid));
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf + n, sizeof buf - n, fmt, ap);
@@ -82,7 +82,7 @@ void rv_log_once(const char *what, const char *name) {
         char line[512];
         int n = snprintf(line, sizeof line, "%d\t%s\t%s\n", (int)getpid(), what, name);
         REAL(write)(fd, line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
-        close(fd);
+        REAL(close)(fd);
     }
 }
 
@@ -186,7 +186,7 @@ int64_t rv_abs_to_mono_deadline(clockid_t clk, const struct timespec *abs) {
 /* ---- futex helpers ------------------------------------------------------------- */
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+    return REAL(syscall)(SYS_futex, addr, op, val, ts, NULL, 0);
 }
 
 static void kick_timekeeper(void) {
@@ -229,7 +229,7 @@ static void read_cmdline(char *out, size_t len) {
     out[0] = 0;
     if (fd < 0) return;
     ssize_t n = REAL(read)(fd, out, len - 1);
-    close(fd);
+    REAL(close)(fd);
     if (n <= 0) return;
     for (ssize_t i = 0; i < n - 1; i++)
         if ((unsigned char)out[i] < ' ') out[i] = ' '; /* NULs, and newlines of `-c` code */
@@ -246,7 +246,7 @@ static struct rv_thread *register_thread(bool counted) {
         int32_t expect = RV_T_FREE;
         if (atomic_load_explicit(&t->state, memory_order_relaxed) != RV_T_FREE) continue;
         if (!atomic_compare_exchange_strong(&t->state, &expect, RV_T_RUNNING)) continue;
-        t->tid = (int32_t)syscall(SYS_gettid);
+        t->tid = (int32_t)REAL(syscall)(SYS_gettid);
         t->proc = rv_proc_idx;
         atomic_store(&t->deadline, RV_NO_DEADLINE);
         atomic_store(&t->pid, my_pid);
@@ -583,7 +583,7 @@ __attribute__((constructor(101))) static void rv_init(void) {
         return;
     }
     void *m = mmap(NULL, sizeof(struct rv_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    REAL(close)(fd);
     if (m == MAP_FAILED) return;
     struct rv_shm *s = m;
     if (s->magic != RV_SHM_MAGIC || s->version != RV_SHM_VERSION) {

@@ -55,3 +55,4 @@ RV_REAL(int, timerfd_settime, int, int, const struct itimerspec *, struct itimer
 RV_REAL(int, timerfd_gettime, int, struct itimerspec *)
 RV_REAL(int, epoll_ctl, int, int, int, struct epoll_event *)
 RV_REAL(int, close, int)
+RV_REAL(long, syscall, long, ...)

@@ -91,11 +91,11 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     if (fd < 0) return -errno;
     if (ftruncate(fd, sizeof(struct rv_shm)) < 0) {
         int e = errno;
-        close(fd);
+        REAL(close)(fd);
         return -e;
     }
     void *m = mmap(NULL, sizeof(struct rv_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    REAL(close)(fd);
     if (m == MAP_FAILED) return -errno;
     S = m;
     S->version = RV_SHM_VERSION;
@@ -122,7 +122,7 @@ RV_EXPORT void rv_tk_stop(void) {
     stop_flag = 1;
     if (S) {
         atomic_fetch_add(&S->tk_futex, 1);
-        syscall(SYS_futex, &S->tk_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+        REAL(syscall)(SYS_futex, &S->tk_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
     }
 }
 
@@ -154,7 +154,7 @@ static bool task_read(struct task_fd *c, const struct rv_thread *t, const char *
                       char *buf, size_t len) {
     int pid = atomic_load(&t->pid), tid = t->tid;
     if (c->fd < 0 || c->pid != pid || c->tid != tid) {
-        if (c->fd >= 0) close(c->fd);
+        if (c->fd >= 0) REAL(close)(c->fd);
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/task/%d/%s", pid, tid, file);
         c->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -202,8 +202,8 @@ static bool pid_alive(int pid) {
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
+    REAL(close)(fd);
     if (n <= 0) return false;
     buf[n] = 0;
     char *p = strrchr(buf, ')');
@@ -253,7 +253,7 @@ static void reap(void) {
         struct rv_thread *t = &S->threads[j];
         if (atomic_load(&t->state) == RV_T_WAKING && atomic_load(&t->kind) == RV_WAKE_SIGNAL &&
             now - woken_at[j] > RV_RESEND_NS) {
-            syscall(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
+            REAL(syscall)(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
             woken_at[j] = now;
         }
     }
@@ -341,11 +341,11 @@ static int64_t wake_due(int64_t now_v) {
         switch (atomic_load(&t->kind)) {
         case RV_WAKE_FUTEX:
             atomic_fetch_add(&t->wake, 1);
-            syscall(SYS_futex, &t->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+            REAL(syscall)(SYS_futex, &t->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
             break;
         case RV_WAKE_SIGNAL:
             woken_at[j] = real;
-            syscall(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
+            REAL(syscall)(SYS_tgkill, atomic_load(&t->pid), t->tid, S->wake_signal);
             break;
         default: /* RV_WAKE_NONE has no deadline */
             break;
@@ -476,7 +476,7 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
         }
         if (st == STEP_RETRY && retry == 0) continue;
         struct timespec ts = rv_ns_to_ts(retry);
-        syscall(SYS_futex, &S->tk_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+        REAL(syscall)(SYS_futex, &S->tk_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
     }
     if (jump_trace) fflush(jump_trace);
     return TK_STOPPED;

@@ -698,12 +698,10 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 
 /* ---- raw syscalls that programs use instead of the libc wrappers ------------------------ */
 
-typedef long (*syscall_fn)(long, ...);
-
 /* futex(2) called through syscall(): Rust's std (parking, Mutex, Condvar), some C++ runtimes.
  * Waits become time-warp waits (timed ones woken by the wake signal); wakes
  * count as sends. Returns -2 for operations passed through unchanged. */
-static long warped_futex(syscall_fn real, const long *a) {
+static long warped_futex(const long *a) {
     int op = (int)a[1], cmd = op & FUTEX_CMD_MASK;
     if (cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_REQUEUE ||
         cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_WAKE_OP) {
@@ -726,7 +724,7 @@ static long warped_futex(syscall_fn real, const long *a) {
     long r;
     for (;;) {
         if (deadline == RV_NO_DEADLINE) {
-            r = real(SYS_futex, a[0], wait_op, a[2], NULL, NULL, bitset);
+            r = REAL(syscall)(SYS_futex, a[0], wait_op, a[2], NULL, NULL, bitset);
             break;
         }
         int64_t l = deadline - rv_now_ns();
@@ -737,7 +735,7 @@ static long warped_futex(syscall_fn real, const long *a) {
         }
         struct timespec abs = rv_ns_to_ts(rv_real_ns(CLOCK_MONOTONIC) + rv_real_wait_ns(l));
         REAL(pthread_sigmask)(SIG_SETMASK, &open_mask, &old);
-        r = real(SYS_futex, a[0], wait_op, a[2], &abs, NULL, bitset);
+        r = REAL(syscall)(SYS_futex, a[0], wait_op, a[2], &abs, NULL, bitset);
         int e = errno;
         REAL(pthread_sigmask)(SIG_SETMASK, &old, NULL);
         errno = e;
@@ -760,8 +758,6 @@ EXPORT long syscall(long nr, ...) {
     long a[6];
     for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
-    static syscall_fn real_syscall;
-    if (!real_syscall) real_syscall = (syscall_fn)rv_resolve("syscall");
     if (ATTACHED) {
         switch (nr) {
         case SYS_clock_gettime:
@@ -771,7 +767,7 @@ EXPORT long syscall(long nr, ...) {
         case SYS_nanosleep:
             return nanosleep((const struct timespec *)a[0], (struct timespec *)a[1]);
         case SYS_futex: {
-            long r = warped_futex(real_syscall, a);
+            long r = warped_futex(a);
             if (r != -2) return r;
             break;
         }
@@ -788,5 +784,5 @@ EXPORT long syscall(long nr, ...) {
             break;
         }
     }
-    return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    return REAL(syscall)(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
