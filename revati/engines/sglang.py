@@ -18,6 +18,8 @@ CONTEXT_FLAG = "--context-length"
 # `vllm bench serve` drives every engine; SGLang serves the same OpenAI completions API,
 # which vLLM's client calls "openai" (the request function is the one of its "vllm")
 BENCH_BACKEND = "openai"
+# SGLang logs no compilation that happens while it serves
+JIT_DURING_SERVING = None
 
 # Set for every emulated SGLang process, with the reason:
 ENV = {

@@ -16,6 +16,9 @@ MODULE = "vllm"
 # the engine flag that sets the context (prompt plus output) a request may have
 CONTEXT_FLAG = "--max-model-len"
 BENCH_BACKEND = "vllm"
+# What vLLM's jit_monitor logs for a kernel compiled after its warm-up, while serving
+# (vllm/utils/jit_monitor.py; once per kernel and configuration): the kernel's name
+JIT_DURING_SERVING = re.compile(r"JIT compilation during inference: ([^\s.(]+)")
 
 # Set for every emulated vLLM process, with the reason:
 ENV = {

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from revati.cache import MODELS_DIR
@@ -45,6 +46,8 @@ from revati.workload.options import BenchOptions
 
 REPO = Path(__file__).resolve().parents[2]
 RAW_RESULT = "vllm_bench.json"
+# what `vllm bench serve` prints once its warm-ups are done, before the measured requests
+MEASURED_RUN = "Starting main benchmark run"
 # arrays of per-request detail that go to requests.csv rather than summary.json
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors",
                "generated_texts")
@@ -152,11 +155,15 @@ class Deployment:
         print(f"[revati bench] {what}: virtual {self.virtual_s():.1f} s, wall "
               f"{time.monotonic() - wall0:.1f} s", flush=True)
 
-    def wait(self, pid: int, until, what: str, timeout_s: float, log: Path) -> None:
+    def wait(self, pid: int, until, what: str, timeout_s: float, log: Path,
+             on_poll: Callable[[], None] | None = None) -> None:
         """Wait for `until()` (or, with until=None, for pid to exit 0), failing when pid
-        dies first, the run deadlocks or timeout_s of real time pass."""
+        dies first, the run deadlocks or timeout_s of real time pass; on_poll() runs at
+        every look (0.2 s of real time apart)."""
         wall0 = last = time.monotonic()
         while True:
+            if on_poll is not None:
+                on_poll()
             code = self.tree.exit_code(pid)
             if until is None and code == 0:
                 return
@@ -308,13 +315,14 @@ class EmulatedServer:
 
 
     def run_client(self, cmd: list[str], log: Path, timeout_s: float,
-                   env: dict[str, str] | None = None, log_level: str = "warn") -> None:
+                   env: dict[str, str] | None = None, log_level: str = "warn",
+                   on_poll: Callable[[], None] | None = None) -> None:
         """Run a client of this server (a load generator) on the deployment's virtual clock
         until it exits 0; BenchError when it fails, deadlocks or outlives timeout_s."""
         assert self.dep is not None
         client = self.dep.tree.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
                                      | (env or {}), log)
-        self.dep.wait(client, None, "load generator", timeout_s, log)
+        self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
 
     def run_load(self, opts: BenchOptions, out: Path) -> dict:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
@@ -330,14 +338,30 @@ class EmulatedServer:
             check_requests(opts, self.max_model_len, "the engine's max_model_len")
         load = load_args(opts, out, self.max_model_len)
         wall0 = time.monotonic()
+        # the predictor's counts when the client starts its measured requests (it prints
+        # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's
+        at_measured: dict[str, int] = {}
+        log_at_measured = [0]  # the engine log's length then
+
+        def note_measured_start() -> None:
+            if not at_measured and MEASURED_RUN in client_log.read_text(errors="replace"):
+                at_measured.update(self.predictor_totals())
+                log_at_measured[0] = self.log.stat().st_size
+
         self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
                                            self.port, self.folder.model_dir,
                                            self.folder.tokenizer_dir, out, RAW_RESULT, load),
-                        client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level)
+                        client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level,
+                        note_measured_start)
+        end = self.predictor_totals()
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
         after = self.host_cpu("after the load")
         summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
+        summary["predictor_measured"] = predictor_summary(
+            {k: end[k] - at_measured.get(k, 0) for k in end}) if at_measured else None
+        summary["jit_during_measured"] = jit_compilations(
+            self.engine.JIT_DURING_SERVING, self.log, log_at_measured[0]) if at_measured else None
         contention = self.dep.tk.contention()
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
@@ -435,6 +459,17 @@ def measured_wall_s(raw: dict, clock: list[tuple[float, float]]) -> float | None
 
     first = min(starts)
     return round(real_at(first + raw["duration"]) - real_at(first), 3)
+
+
+def jit_compilations(pattern: re.Pattern | None, log: Path, offset: int) -> list[str] | None:
+    """The kernels the engine's log says were compiled while it served, after `offset`
+    bytes of it (the measured requests' start): CPU time a warm server would not spend
+    there (issue #24). None for an engine that does not log them."""
+    if pattern is None:
+        return None
+    with log.open("rb") as f:
+        f.seek(offset)
+        return pattern.findall(f.read().decode(errors="replace"))
 
 
 def clock_rates(c: Contention, virtual_s: float) -> dict[str, float | None]:

@@ -127,6 +127,17 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     # one inter-token latency per streamed chunk: 31 for 32 tokens, fewer when the server
     # coalesced tokens into one chunk (it does, now and then, as on a real GPU)
     assert all(0 < len(json.loads(r["itl_ms"])) <= 31 for r in rows)
+    # the predictor's figures over the measured requests alone: a part of the whole run's
+    m = s["predictor_measured"]
+    assert 0 <= m["unseen_kernel_share"] <= 1 and 0 < m["predictor_coverage"] <= 1
+    whole = server.predictor_totals()["attention_by_batch_ns"] / 1e9
+    assert 0 < m["attention_by_batch_s"] < whole
+    # vLLM logs any kernel it compiles while serving: a list, empty for a warm server
+    assert isinstance(s["jit_during_measured"], list)
+    # CPU work's share of the virtual time and the rate it ran at (issue #24, item 4)
+    r = s["revati"]["virtual_clock"]
+    assert 0 < r["rate_min"] <= r["rate_mean"] <= r["rate_max"] <= 1
+    assert 0 < r["cpu_bound_share"] <= 1
 
 
 def test_trace_replay_sends_each_request_at_its_virtual_time(server: EmulatedServer,

@@ -3,7 +3,8 @@
 
 from pathlib import Path
 
-from revati.workload.bench import _tail
+from revati.engines import sglang, vllm
+from revati.workload.bench import _tail, jit_compilations
 
 
 def test_start_up_failure_shows_the_workers_root_cause(tmp_path: Path) -> None:
@@ -28,3 +29,21 @@ def test_a_log_without_traceback_shows_its_last_lines(tmp_path: Path) -> None:
     log.write_text("\n".join(f"line {i}" for i in range(40)) + "\n")
     assert _tail(log).splitlines() == [f"line {i}" for i in range(25, 40)]
     assert _tail(tmp_path / "missing.log") == "(no log)"
+
+
+def test_compilations_while_serving_are_counted_from_the_measured_requests_on(tmp_path: Path):
+    """vLLM's jit_monitor line (as the real H200 server logged it, docs/validation/real-knobs/)
+    names the kernel; one logged before the measured requests started is not theirs."""
+    warn = ("(EngineCore pid=840) WARNING 12-04 04:23:40 [jit_monitor.py:135] Triton kernel JIT "
+            "compilation during inference: {}. This causes a latency spike; consider extending "
+            "warmup to cover this shape/config.\n")
+    log = tmp_path / "engine.log"
+    log.write_text(warn.format("_topk_topp_kernel"))
+    offset = log.stat().st_size
+    with log.open("a") as f:
+        f.write("(EngineCore pid=840) INFO 12-04 04:23:41 [loggers.py:1] throughput\n")
+        f.write(warn.format("fused_moe_kernel"))
+    assert jit_compilations(vllm.JIT_DURING_SERVING, log, offset) == ["fused_moe_kernel"]
+    assert jit_compilations(vllm.JIT_DURING_SERVING, log, 0) == ["_topk_topp_kernel",
+                                                                  "fused_moe_kernel"]
+    assert jit_compilations(sglang.JIT_DURING_SERVING, log, 0) is None
