@@ -15,9 +15,9 @@ else 0 (FA3's heuristic). Uniform batches, the shapes Revati's engine reports
 Every kernel a point launches (scheduler/prepare kernel, main kernel, split-KV combine kernel)
 is recorded through revati.profile.micro.measure (Kineto, L2 flush by reading, median of REPS),
 with the attention shape columns filled. Rows are appended to OUT/fa3_rows.jsonl after every
-chunk, so a time limit leaves a usable partial result. `--mixed` also times a few mixed
-(decode + prefill in one call) batches into OUT/fa3_mixed.jsonl, for checking the engine's
-uniform decomposition; those are not profile rows.
+chunk, so a time limit leaves a usable partial result. `--mixed [N]` also times N mixed
+(decode + prefill chunks in one call) batches into OUT/fa3_mixed.jsonl, rows with their
+per-sequence lengths (mixed_batches says which); `--only-mixed` skips the uniform sweep.
 
 Run on the GPU machine with the FA3 module importable (PYTHONPATH), the repo on sys.path:
     python3 tools/profile/profile_fa3.py --out DIR --max-seconds 100
@@ -83,13 +83,37 @@ def shapes(rng: random.Random) -> list[tuple[str, int, int, int]]:
     return out
 
 
+def mixed_batches(n: int, nblocks: int) -> list[tuple[int, int, int, list[int], list[int]]]:
+    """n engine steps that mix decodes with prefill chunks, as vLLM's chunked prefill makes
+    them under load: (heads, kv_heads, head_dim, q_lens, kv_lens). 1-256 decodes with KV
+    lengths of 16-5,800 tokens and 1-3 prefill chunks of 16-8,192 tokens (at most 16,384
+    tokens in all, the largest step budget swept), each either a first chunk (KV = its
+    query) or a later one (KV = earlier tokens + its query); half on Llama-3.1-8B's heads."""
+    rng, out = random.Random(2), []
+    while len(out) < n:
+        h, kvh, hd = rng.choice([(32, 8, 128)] * 4 + [(64, 8, 128), (28, 4, 128),
+                                                      (8, 1, 128), (16, 4, 128)])
+        nd = int(2 ** rng.uniform(0, 8))
+        ql = [1] * nd + [int(2 ** rng.uniform(4, 13)) for _ in range(rng.choice((1, 1, 2, 3)))]
+        kl = [int(2 ** rng.uniform(4, 12.5)) for _ in range(nd)]
+        kl += [q + rng.choice((0, int(2 ** rng.uniform(5, 12.5)))) for q in ql[nd:]]
+        if sum(ql) > 16384 or sum(-(-k // BLOCK) for k in kl) > nblocks // 2:
+            continue
+        out.append((h, kvh, hd, ql, kl))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-seconds", type=float, default=100.0)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chunk", type=int, default=150)
-    ap.add_argument("--mixed", action="store_true")
+    ap.add_argument("--mixed-seconds", type=float, default=10.0,
+                    help="the mixed calls may run this long past --max-seconds")
+    ap.add_argument("--mixed", type=int, nargs="?", const=60, default=0, metavar="N",
+                    help="also time N mixed calls (default with the flag: 60)")
+    ap.add_argument("--only-mixed", action="store_true", help="no uniform sweep")
     args = ap.parse_args()
     t_start = time.time()
     import torch
@@ -169,20 +193,11 @@ def main() -> int:
                                dict(attn_batch=b, q_len=q, kv_len=kv, heads=h, kv_heads=kvh,
                                     head_dim=hd)))
     random.Random(1).shuffle(points)  # a time limit then leaves a uniform subsample
-    mixed = []
-    if args.mixed:
-        mrng = random.Random(2)
-        while len(mixed) < 60:
-            h, kvh, hd = mrng.choice([(32, 8, 128), (64, 8, 128), (28, 4, 128), (8, 1, 128)])
-            nd = int(2 ** mrng.uniform(0, 8))
-            npf = mrng.choice((1, 1, 2))
-            ql = [1] * nd + [int(2 ** mrng.uniform(5, 11)) for _ in range(npf)]
-            kl = [int(2 ** mrng.uniform(6, 13)) for _ in range(nd)]
-            kl += [q + mrng.choice((0, int(2 ** mrng.uniform(6, 12)))) for q in ql[nd:]]
-            if sum(-(-k // BLOCK) for k in kl) > nblocks // 2:
-                continue
-            mixed.append(make("attn_mixed_fa3", h, kvh, hd, ql, kl,
-                              dict(heads=h, kv_heads=kvh, head_dim=hd, q_lens=ql, kv_lens=kl)))
+    if args.only_mixed:
+        points = []
+    mixed = [make("attn_mixed_fa3", h, kvh, hd, ql, kl,
+                  dict(heads=h, kv_heads=kvh, head_dim=hd, q_lens=ql, kv_lens=kl))
+             for h, kvh, hd, ql, kl in mixed_batches(args.mixed, nblocks)]
     print(f"[fa3] {len(points)} points (+{len(mixed)} mixed), {len(cfgs)} head configs "
           f"{cfgs}; setup {time.time() - t_start:.1f}s", flush=True)
     prov0 = micro.provenance(torch, " ".join(["python3", *sys.argv]))
@@ -191,18 +206,17 @@ def main() -> int:
     deadline = t_start + args.max_seconds
     run = micro.measure_chunks(torch, points, rows_path, args.chunk, deadline, "fa3",
                                keep_trace=os.path.join(args.out, "fa3_trace0.json.gz"))
-    if mixed and time.time() < deadline + 10:
-        try:
-            rows, sk = micro.measure(torch, mixed, log=lambda s: None)
-            with open(os.path.join(args.out, "fa3_mixed.jsonl"), "w") as f:
-                for r in rows:
-                    p = mixed[r["point"]].attn
-                    f.write(json.dumps({**r, "q_lens": p["q_lens"], "kv_lens": p["kv_lens"],
-                                        "heads": p["heads"], "kv_heads": p["kv_heads"],
-                                        "head_dim": p["head_dim"]}) + "\n")
-            print(f"[fa3] mixed: {len(rows)} rows, {len(sk)} skipped", flush=True)
-        except Exception as exc:  # noqa: BLE001
-            print(f"[fa3] mixed failed: {exc!r}", flush=True)
+    if mixed:
+        def lengths(rows: list[dict]) -> None:
+            for r in rows:
+                r.update({k: mixed[r["point"]].attn[k]
+                          for k in ("q_lens", "kv_lens", "heads", "kv_heads", "head_dim")})
+
+        mixed_run = micro.measure_chunks(
+            torch, mixed, os.path.join(args.out, "fa3_mixed.jsonl"), args.chunk,
+            deadline + args.mixed_seconds, "fa3 mixed", annotate=lengths)
+        print(f"[fa3] mixed: {sum(mixed_run.kernels.values())} rows, "
+              f"{len(mixed_run.skipped)} skipped", flush=True)
     micro.write_chunked_meta(
         torch, run, os.path.join(args.out, "fa3_meta.json"), len(points), t_start, "fa3",
         fa3_module=inspect.getfile(flash_attn_varlen_func),
