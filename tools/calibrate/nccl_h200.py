@@ -8,8 +8,12 @@ For each rank count up to the GPUs present, one process per GPU runs all_reduce 
 all_gather, reduce_scatter and broadcast of bf16 tensors from 1 KiB to --max-mib MiB (per
 rank's input, powers of 4), and a send/recv pair between rank 0 and rank 1, as torch calls
 them (the engines' NCCL path). Each point: 5 warm-up calls, then the median of 20, each
-timed by CUDA events around the call alone. One JSON line per point: op, ranks, bytes,
-median, min and max microseconds, with NCCL's version and the environment in the first line.
+timed by CUDA events around the call alone (launch gaps included), and its NCCL kernels'
+durations from Kineto (what the emulator predicts). One JSON line per point: op, ranks,
+bytes, median, min and max microseconds, the kernels' median and names, with NCCL's
+version and the environment in the first line. Run on one H200 only so far (--ranks 1:
+NCCL launches no kernel there; events read 35-45 us, torch's launch path): the multi-rank
+kernels' parsing is untried.
 """
 
 from __future__ import annotations
@@ -51,20 +55,30 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace, q) -> Non
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, device_id=torch.device("cuda", rank))
 
-    def timed(fn) -> list[float]:
+    def timed(fn) -> tuple[list[float], list[float], list[str]]:
+        """Per call: the time between CUDA events around it (the GPU's view, launch gaps
+        included), and the durations and names of its NCCL kernels (Kineto)."""
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
         for _ in range(WARMUP):
             fn()
         torch.cuda.synchronize()
         times = []
-        for _ in range(REPS):
-            dist.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)  # ms -> us
-        return times
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(REPS):
+                dist.barrier()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) * 1e3)  # ms -> us
+        # the barrier's own kernel is a one-element all-reduce of another dtype than bf16
+        kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA
+                   and "nccl" in e.name.lower()
+                   and not ("AllReduce" in e.name and "bf16" not in e.name)]
+        return times, [e.device_time for e in kernels], sorted({e.name for e in kernels})
 
     for nbytes in sizes(args.max_mib):
         n = nbytes // 2  # bf16 elements per rank's input
@@ -72,10 +86,12 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace, q) -> Non
         gathered = torch.empty(n * world, dtype=torch.bfloat16, device="cuda")
         big = torch.ones(n * world, dtype=torch.bfloat16, device="cuda")
         for op, fn in collectives(dist, x, gathered, big, rank, world).items():
-            t = timed(fn)
+            t, k, names = timed(fn)
             if rank == 0:
                 q.put({"op": op, "ranks": world, "bytes": nbytes,
-                       "median_us": statistics.median(t), "min_us": min(t), "max_us": max(t)})
+                       "median_us": statistics.median(t), "min_us": min(t), "max_us": max(t),
+                       "kernel_median_us": statistics.median(k) if k else None,
+                       "kernels_per_call": len(k) / REPS, "kernel_names": names})
         del x, gathered, big
         torch.cuda.empty_cache()
     if rank == 0:
@@ -115,7 +131,8 @@ def main() -> int:
                 f.write(json.dumps(row) + "\n")
                 f.flush()
                 print(f"{row['op']:>14} x{world} {row['bytes']:>10} B "
-                      f"{row['median_us']:9.1f} us", flush=True)
+                      f"{row['median_us']:9.1f} us, kernel {row['kernel_median_us']} us",
+                      flush=True)
             for pr in procs:
                 pr.join()
     return 0
