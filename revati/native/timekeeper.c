@@ -98,6 +98,27 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     REAL(close)(fd);
     if (m == MAP_FAILED) return -errno;
     S = m;
+    /* A process may run several Timekeepers, one after another (the test suite's
+     * deployments): each starts unstopped, with its own statistics and thread files. */
+    stop_flag = 0;
+    if (jump_trace) {
+        fclose(jump_trace);
+        jump_trace = NULL;
+    }
+    static bool fds_set; /* task_fds start zeroed: fd 0 is not ours to close */
+    for (int i = 0; i < RV_MAX_THREADS; i++) {
+        if (fds_set && task_fds[i].fd >= 0) REAL(close)(task_fds[i].fd);
+        if (fds_set && sched_fds[i].fd >= 0) REAL(close)(sched_fds[i].fd);
+        task_fds[i].fd = sched_fds[i].fd = -1;
+        sched_seen[i].sample = -1;
+        woken_at[i] = 0;
+    }
+    fds_set = true;
+    sampled_real = dilated_real = dilated_virt = samples = runnable_sum = 0;
+    busy_real = busy_virt = busy_rate_max = 0;
+    busy_rate_min = RV_RATE_ONE;
+    window_run = window_wait = window_real = 0;
+    share_ppm = RV_RATE_ONE;
     S->version = RV_SHM_VERSION;
     int64_t now = rv_real_ns(CLOCK_MONOTONIC);
     set_map(now, now, RV_RATE_ONE); /* virtual time starts at real time */
@@ -111,7 +132,6 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     }
     atomic_thread_fence(memory_order_seq_cst);
     S->magic = RV_SHM_MAGIC; /* last: processes check it before trusting the segment */
-    for (int i = 0; i < RV_MAX_THREADS; i++) task_fds[i].fd = sched_fds[i].fd = -1;
     return 0;
 }
 

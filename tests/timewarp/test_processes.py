@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.host import HOST_DELAY
 from tests.timewarp.conftest import processes_of, revati_run, run_py
 
 PROGRAMS = Path(__file__).with_name("programs")
@@ -129,5 +130,6 @@ def test_multiprocessing_fork_and_spawn_children_share_the_clock() -> None:
     r = revati_run([sys.executable, str(PROGRAMS / "mp_children.py")])
     assert r.returncode == 0, r.stderr
     for method, res in r.json().items():
-        assert res["inner"] == pytest.approx([50] * 3, abs=0.01), method
+        # the child's wake-up after the jump is host work (10.9 ms seen at load 5.5)
+        assert res["inner"] == pytest.approx([50] * 3, abs=HOST_DELAY), method
         assert 50 <= res["outer"] < 53, method  # spawn's start-up is real CPU time
