@@ -341,12 +341,13 @@ class EmulatedServer:
         # the predictor's counts when the client starts its measured requests (it prints
         # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's
         at_measured: dict[str, int] = {}
-        log_at_measured = [0]  # the engine log's length then
+        log_at_measured = 0  # the engine log's length then
 
         def note_measured_start() -> None:
+            nonlocal log_at_measured
             if not at_measured and MEASURED_RUN in client_log.read_text(errors="replace"):
                 at_measured.update(self.predictor_totals())
-                log_at_measured[0] = self.log.stat().st_size
+                log_at_measured = self.log.stat().st_size
 
         self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
                                            self.port, self.folder.model_dir,
@@ -361,7 +362,7 @@ class EmulatedServer:
         summary["predictor_measured"] = predictor_summary(
             {k: end[k] - at_measured.get(k, 0) for k in end}) if at_measured else None
         summary["jit_during_measured"] = jit_compilations(
-            self.engine.JIT_DURING_SERVING, self.log, log_at_measured[0]) if at_measured else None
+            self.engine.JIT_DURING_SERVING, self.log, log_at_measured) if at_measured else None
         contention = self.dep.tk.contention()
         summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,

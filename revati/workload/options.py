@@ -146,15 +146,12 @@ def command_line(opts: BenchOptions, explicit: tuple[str, ...] = REQUIRED) -> li
         value = getattr(opts, name)
         if name == "engine_args" or value is None:  # None: the flag's absence means it
             continue
-        default = f.default_factory() if callable(f.default_factory) else f.default
         # a trace's default count is its every request, not the field's default
-        at_default = value == default and not (name == "num_prompts" and opts.dataset == "trace")
+        at_default = value == f.default and not (name == "num_prompts" and opts.dataset == "trace")
         if at_default and name not in explicit:
             continue
         if f.metadata["cli"].get("action") == "store_true":
             argv += [_flag(name)] if value else []
-        elif name in ("cores", "cpu_dilation") and value == (0 if name == "cores" else 1.0):
-            argv += [_flag(name), "off"]
-        else:
+        else:  # every option's parser reads its value back from str()
             argv += [_flag(name), str(value)]
     return [*argv, "--", *opts.engine_args]
