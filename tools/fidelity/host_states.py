@@ -19,46 +19,36 @@ interrupted run resumes. Each takes minutes on 2 cores; one-core and busy ones l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-VALIDATION = REPO / "docs" / "validation"
+from replay import METRICS, VALIDATION, replay
+
 # the real H200 runs (vLLM 0.26.0, Llama-3.1-8B, TP 1, --max-model-len 4096)
 LOADS = {"decode_heavy": VALIDATION / "real-check" / "decode_heavy.json",
          "streams40": VALIDATION / "real-knobs" / "default_streams40.json.gz",
          "saturating": VALIDATION / "real-knobs" / "default_saturating.json.gz"}
 STATES = ("quiet", "busy", "one-core")
-METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
-           ("output_throughput", "tok/s"))
 
 
 def run(state: str, load: str, tp: int, out: Path) -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) of one run, running it unless kept."""
-    result = out / "validation.json"
-    if not result.is_file():
-        cmd = [sys.executable, "-m", "revati.cli.main", "validate", "--real", str(LOADS[load]),
-               "--model", "llama3_8b", "--hardware", "h200", "--tp", str(tp),
-               "--num-warmups", "16", "--out", str(out), "--", "--max-model-len", "4096"]
-        if state == "one-core":
-            cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0))), *cmd]
-        busy = []
-        if state == "busy":  # one per core, pinned there: the scheduler cannot move it away
-            busy = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
-                                      "while True: pass"]) for c in os.sched_getaffinity(0)]
-        print(f"host_states: {state} {load} -> {out}", flush=True)
-        try:
-            subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-        finally:
-            for p in busy:
-                p.kill()
-                p.wait()
-    rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
-    return {m: (rows[m]["real"], rows[m]["emulated"]) for m, _ in METRICS}
+    if (out / "validation.json").is_file():
+        return replay(LOADS[load], out)
+    prefix = ["taskset", "-c", str(min(os.sched_getaffinity(0)))] if state == "one-core" else []
+    busy = []
+    if state == "busy":  # one per core, pinned there: the scheduler cannot move it away
+        busy = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
+                                  "while True: pass"]) for c in os.sched_getaffinity(0)]
+    try:
+        return replay(LOADS[load], out, bench_args=["--tp", str(tp)], prefix=prefix)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
 
 
 def main() -> int:

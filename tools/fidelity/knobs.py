@@ -15,18 +15,15 @@ so an interrupted run resumes. Each takes a few minutes on 2 cores (engine start
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-REAL = REPO / "docs" / "validation" / "real-knobs"
+from replay import METRICS, VALIDATION, replay
+
+REAL = VALIDATION / "real-knobs"
 SETTINGS = ("default", "mnbt2048", "mnbt4096", "mnbt16384", "seqs64", "seqs32")
 LOADS = ("heavy", "streams40")
-METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
-           ("output_throughput", "tok/s"))
 
 
 def engine_flags(setting: str) -> list[str]:
@@ -42,16 +39,7 @@ def engine_flags(setting: str) -> list[str]:
 
 def run(setting: str, load: str, out: Path) -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) for one setting and load, running it unless kept."""
-    result = out / "validation.json"
-    if not result.is_file():
-        cmd = [sys.executable, "-m", "revati.cli.main", "validate",
-               "--real", str(REAL / f"{setting}_{load}.json.gz"), "--model", "llama3_8b",
-               "--hardware", "h200", "--num-warmups", "16", "--out", str(out), "--",
-               "--max-model-len", "4096", *engine_flags(setting)]
-        print(f"knobs: {setting} {load}: {' '.join(cmd[2:])}", flush=True)
-        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-    rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
-    return {m: (rows[m]["real"], rows[m]["emulated"]) for m, _ in METRICS}
+    return replay(REAL / f"{setting}_{load}.json.gz", out, engine_args=engine_flags(setting))
 
 
 def order(values: dict[str, float]) -> list[str]:

@@ -1,0 +1,32 @@
+"""One real H200 run of Llama-3.1-8B (vLLM 0.26.0) replayed through `revati validate`, as
+knobs.py and host_states.py both do: the same requests, 16 warm-ups, --max-model-len 4096.
+The run is kept in OUT and reused when its validation.json exists, so a script resumes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VALIDATION = REPO / "docs" / "validation"
+METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
+           ("output_throughput", "tok/s"))
+
+
+def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
+           engine_args: Sequence[str] = (), prefix: Sequence[str] = ()
+           ) -> dict[str, tuple[float, float]]:
+    """metric -> (real, emulated) of METRICS; `prefix` runs the command under another
+    (taskset), bench_args go to revati validate, engine_args to the engine."""
+    result = out / "validation.json"
+    if not result.is_file():
+        cmd = [*prefix, sys.executable, "-m", "revati.cli.main", "validate", "--real",
+               str(real), "--model", "llama3_8b", "--hardware", "h200", "--num-warmups", "16",
+               *bench_args, "--out", str(out), "--", "--max-model-len", "4096", *engine_args]
+        print(f"replay: {' '.join(cmd)}", flush=True)
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
+    return {m: (rows[m]["real"], rows[m]["emulated"]) for m, _ in METRICS}
