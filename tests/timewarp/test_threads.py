@@ -271,4 +271,8 @@ def test_a_condition_wait_sleeps_through_while_other_threads_work() -> None:
     out = r.json()
     assert out["far"][0] == pytest.approx(1.5, abs=0.01), out
     assert out["far"][1] <= 2, out  # a 1 ms slicing waiter returned ~400 times
-    assert out["near"][0] == pytest.approx(0.05, abs=0.01), out
+    # Its deadline passes while the other thread works, so virtual time runs with real time
+    # and the waiter's wake-up waits for a core: on one core shared with a busy process it read
+    # 10.8 ms late (.ci/stress). What the test tells apart is a timeout within the work (not
+    # before the deadline) from one held until the work ends (0.4 s).
+    assert 0.05 - 1e-3 <= out["near"][0] < 0.2, out
