@@ -152,6 +152,10 @@ static const char *const coll_names[] = {"coll", "nranks", "bytes", "log2_bytes"
 static const char *const attn_names[] = {  /* op 100, attention by shape */
     "kernel_id", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim", "log2_flops",
     "log2_bytes", "log_roofline_ns"};
+static const char *const mix_names[] = {  /* op 102, attention over decodes + prefill chunks */
+    "kernel_id", "decodes", "prefills", "heads", "kv_heads", "head_dim", "log2_dec_kv",
+    "log2_dec_kv_max", "log2_pre_q", "log2_pre_q_max", "log2_pre_kv", "log2_pre_pairs",
+    "log2_flops", "log2_bytes", "log_roofline_ns"};
 static const char *const moe_names[] = {  /* op 101, fused-MoE GEMMs by routing */
     "tokens", "experts", "top_k", "n", "k", "touched_experts", "grid_x", "block_x",
     "shared_bytes", "log2_flops", "log2_bytes", "log_roofline_ns"};
@@ -160,7 +164,8 @@ static const char *const moe_names[] = {  /* op 101, fused-MoE GEMMs by routing 
 #define NFEAT(names) (sizeof names / sizeof *names)
 _Static_assert(NFEAT(gemm_names) <= NFEAT_MAX && NFEAT(kernel_names) <= NFEAT_MAX &&
                NFEAT(copy_names) <= NFEAT_MAX && NFEAT(coll_names) <= NFEAT_MAX &&
-               NFEAT(attn_names) <= NFEAT_MAX && NFEAT(moe_names) <= NFEAT_MAX,
+               NFEAT(attn_names) <= NFEAT_MAX && NFEAT(moe_names) <= NFEAT_MAX &&
+               NFEAT(mix_names) <= NFEAT_MAX,
                "a feature vector outgrew NFEAT_MAX");
 
 static int feature_count(int op, const char *const **names)
@@ -175,6 +180,8 @@ static int feature_count(int op, const char *const **names)
         *names = attn_names; return sizeof attn_names / sizeof *attn_names;
     case 101 /* RV_OP_MOE_SHAPE */:
         *names = moe_names; return sizeof moe_names / sizeof *moe_names;
+    case 102 /* RV_OP_ATTENTION_MIX */:
+        *names = mix_names; return sizeof mix_names / sizeof *mix_names;
     default: *names = NULL; return 0;
     }
 }
@@ -404,6 +411,7 @@ EXPORT int rv_features(const struct rv_launch *l, const double *spec, int kernel
 struct rv_attn_shape { int64_t batch, q_len, kv_len, heads, kv_heads, head_dim; };
 #define RV_OP_ATTENTION_SHAPE 100 /* feature-vector class and index op of the shape models */
 #define RV_OP_MOE_SHAPE 101       /* and of the fused-MoE GEMMs' (rv_moe_features) */
+#define RV_OP_ATTENTION_MIX 102   /* and of the mixed-step attention model (rv_attn_mix) */
 
 /* Query-key pairs: a multi-token query is causal and aligned to the end of the KV (prefill,
  * chunked prefill, speculative verification), a single token sees the whole KV. */
@@ -444,6 +452,67 @@ EXPORT int rv_attention_features(const struct rv_attn_shape *a, const double *sp
     double v[] = {kernel_id, a->batch, a->q_len, a->kv_len, a->heads, a->kv_heads, a->head_dim,
                   lg2(attn_flops(a)), lg2(attn_bytes(a)),
                   log((double)rv_attention_roofline_ns(a, spec))};
+    memcpy(out, v, sizeof v);
+    return sizeof v / sizeof *v;
+}
+
+/* A step that mixes decodes with prefill chunks in one attention launch (chunked prefill):
+ * no uniform shape describes it (docs/predictor.md, "Mixed steps"), so its own model takes
+ * the two groups' sizes. Decodes: one query token each over dec_kv KV tokens in all (the
+ * longest dec_kv_max); prefill rows: pre_q query tokens over pre_kv KV tokens, pre_pairs
+ * causal query-key pairs. Mirrored by features.AttnMix. */
+struct rv_attn_mix {
+    int64_t decodes, prefills, heads, kv_heads, head_dim;
+    double dec_kv, dec_kv_max, pre_q, pre_q_max, pre_kv, pre_pairs;
+};
+
+/* One step's per-sequence lengths summed by group (rows with no query tokens skipped). */
+EXPORT void rv_attention_mix(int rows, const int64_t *q_lens, const int64_t *kv_lens, int heads,
+                             int kv_heads, int head_dim, struct rv_attn_mix *m)
+{
+    *m = (struct rv_attn_mix){.heads = heads, .kv_heads = kv_heads, .head_dim = head_dim};
+    for (int i = 0; i < rows; i++) {
+        double q = (double)q_lens[i], kv = (double)kv_lens[i];
+        if (q <= 0) continue;
+        if (q == 1) {
+            m->decodes++;
+            m->dec_kv += kv;
+            m->dec_kv_max = fmax(m->dec_kv_max, kv);
+        } else {
+            struct rv_attn_shape one = {1, q_lens[i], kv_lens[i], 0, 0, 0};
+            m->prefills++;
+            m->pre_q += q;
+            m->pre_q_max = fmax(m->pre_q_max, q);
+            m->pre_kv += kv;
+            m->pre_pairs += attn_pairs(&one);
+        }
+    }
+}
+
+static double mix_flops(const struct rv_attn_mix *m)
+{
+    return 4.0 * m->heads * (m->dec_kv + m->pre_pairs) * m->head_dim;
+}
+
+static double mix_bytes(const struct rv_attn_mix *m) /* 16-bit q, k, v, o */
+{
+    return 2.0 * m->head_dim * (2.0 * (m->decodes + m->pre_q) * m->heads +
+                                2.0 * (m->dec_kv + m->pre_kv) * m->kv_heads);
+}
+
+EXPORT int64_t rv_attention_mix_roofline_ns(const struct rv_attn_mix *m, const double *spec)
+{
+    double tc = mix_flops(m) / spec[SP_BF16], tm = mix_bytes(m) / spec[SP_HBM];
+    return (int64_t)llround((tc > tm ? tc : tm) * 1e9 + spec[SP_LAUNCH_NS]);
+}
+
+EXPORT int rv_attention_mix_features(const struct rv_attn_mix *m, const double *spec,
+                                     int kernel_id, double *out)
+{
+    double v[] = {kernel_id, m->decodes, m->prefills, m->heads, m->kv_heads, m->head_dim,
+                  lg2(m->dec_kv), lg2(m->dec_kv_max), lg2(m->pre_q), lg2(m->pre_q_max),
+                  lg2(m->pre_kv), lg2(m->pre_pairs), lg2(mix_flops(m)), lg2(mix_bytes(m)),
+                  log((double)rv_attention_mix_roofline_ns(m, spec))};
     memcpy(out, v, sizeof v);
     return sizeof v / sizeof *v;
 }
@@ -1071,12 +1140,19 @@ static int64_t predict(const struct rv_launch *l, const struct rv_attn_shape *a,
  * uniform batches): the decode rows (one query token each, at their mean KV length), the
  * rows with longer queries (prefills and prefill chunks) at their mean query length and
  * the KV length that keeps their query-key pairs, hence FLOPs, exact, and, for a step
- * that has both, the whole batch as one such shape. */
+ * that has both, the whole batch as one such shape and its groups' sizes (mix). A mixed
+ * step's prediction depends on the kernel and the step only, so the step keeps the last
+ * one made (every layer launches the same kernel). */
 static struct {
     pthread_mutex_t lock;
     int n;
     struct rv_attn_shape part[2], whole;
-} g_batch = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}};
+    struct rv_attn_mix mix;
+    uint64_t step;       /* counts the steps reported */
+    uint64_t mix_kernel; /* hash of the kernel name the step's last prediction is for (0: none) */
+    int64_t mix_ns;
+    int mix_src, mix_flags;
+} g_batch = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Mean query length q and the KV length that gives n rows of q queries `pairs` pairs. */
 static struct rv_attn_shape uniform(int64_t n, double q_sum, double pairs, int heads,
@@ -1089,32 +1165,24 @@ static struct rv_attn_shape uniform(int64_t n, double q_sum, double pairs, int h
 EXPORT void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *kv_lens,
                                int heads, int kv_heads, int head_dim)
 {
-    double dec_kv = 0, pre_q = 0, pre_pairs = 0;
-    int64_t n_dec = 0, n_pre = 0;
-    for (int i = 0; i < rows; i++) {
-        if (q_lens[i] <= 0) continue;
-        if (q_lens[i] == 1) {
-            n_dec++;
-            dec_kv += (double)kv_lens[i];
-        } else {
-            struct rv_attn_shape one = {1, q_lens[i], kv_lens[i], 0, 0, 0};
-            n_pre++;
-            pre_q += (double)q_lens[i];
-            pre_pairs += attn_pairs(&one);
-        }
-    }
+    struct rv_attn_mix m;
+    rv_attention_mix(rows, q_lens, kv_lens, heads, kv_heads, head_dim, &m);
     struct rv_attn_shape part[2], whole = {0};
     int n = 0;
-    if (n_dec)
-        part[n++] = (struct rv_attn_shape){n_dec, 1, llround(dec_kv / n_dec), heads, kv_heads,
-                                           head_dim};
-    if (n_pre) part[n++] = uniform(n_pre, pre_q, pre_pairs, heads, kv_heads, head_dim);
-    if (n == 2) whole = uniform(n_dec + n_pre, n_dec + pre_q, dec_kv + pre_pairs, heads,
-                                kv_heads, head_dim);
+    if (m.decodes)
+        part[n++] = (struct rv_attn_shape){m.decodes, 1, llround(m.dec_kv / m.decodes), heads,
+                                           kv_heads, head_dim};
+    if (m.prefills) part[n++] = uniform(m.prefills, m.pre_q, m.pre_pairs, heads, kv_heads,
+                                        head_dim);
+    if (n == 2) whole = uniform(m.decodes + m.prefills, m.decodes + m.pre_q,
+                                m.dec_kv + m.pre_pairs, heads, kv_heads, head_dim);
     pthread_mutex_lock(&g_batch.lock);
     g_batch.n = n;
     memcpy(g_batch.part, part, sizeof part);
     g_batch.whole = whole;
+    g_batch.mix = m;
+    g_batch.step++;
+    g_batch.mix_kernel = 0;
     pthread_mutex_unlock(&g_batch.lock);
 }
 
@@ -1164,6 +1232,61 @@ static int batch_now(struct rv_attn_shape part[2], struct rv_attn_shape *whole)
     return n;
 }
 
+/* A launch over decodes and prefill chunks (the step's mix): the attention_mix model where
+ * it knows the kernel (held-out error in the predictor report). Otherwise the two uniform
+ * estimates that bracket such launches (on 3,000 FA3 calls, profiles/h200/rows/
+ * fa3_mixed_a.jsonl.gz): the parts predicted apart pay the kernel's fixed cost twice and put
+ * the decodes on the decode kernel; the whole batch as one shape spreads the decodes' KV over
+ * prefill-sized queries; their geometric mean reads 10 % GPU-time weighted error. Counted in
+ * the totals here, once per launch, also when the step's last prediction is reused. */
+static int64_t predict_mixed(const struct rv_launch *l, int *source)
+{
+    uint64_t name = fnv1a(l->kernel, strlen(l->kernel), FNV0) | 1;
+    pthread_mutex_lock(&g_batch.lock);
+    struct rv_attn_shape part[2] = {g_batch.part[0], g_batch.part[1]}, whole = g_batch.whole;
+    struct rv_attn_mix m = g_batch.mix;
+    bool reuse = g_batch.mix_kernel == name;
+    uint64_t step = g_batch.step;
+    int64_t ns = g_batch.mix_ns;
+    int src = g_batch.mix_src, flags = g_batch.mix_flags;
+    pthread_mutex_unlock(&g_batch.lock);
+    if (!reuse) {
+        struct name_hash hash;
+        int mix_fam = family_by_op(RV_OP_ATTENTION_MIX), kid = -1;
+        pthread_mutex_lock(&g_lock); /* the models' fast-predict handles are not thread-safe */
+        if (mix_fam >= 0 && g_fam[mix_fam].booster) {
+            classify(l->kernel, &hash);
+            kid = vocab_id(hash, mix_fam);
+        }
+        if (kid >= 0) {
+            double x[NFEAT_MAX];
+            int n = rv_attention_mix_features(&m, g_model_spec, kid, x);
+            ns = evaluate(mix_fam, x, n, rv_attention_mix_roofline_ns(&m, g_model_spec));
+            src = RV_SRC_MODEL;
+            flags = 0;
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (kid < 0) {
+            int f[3];
+            double apart = (double)(predict_once(l, &part[0], &src, &f[0]) +
+                                    predict_once(l, &part[1], &src, &f[1]));
+            ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &f[2])));
+            flags = f[0] | f[1] | f[2];
+        }
+        pthread_mutex_lock(&g_batch.lock);
+        if (g_batch.step == step) { /* not if another thread reported the next step meanwhile */
+            g_batch.mix_kernel = name;
+            g_batch.mix_ns = ns;
+            g_batch.mix_src = src;
+            g_batch.mix_flags = flags;
+        }
+        pthread_mutex_unlock(&g_batch.lock);
+    }
+    count_prediction(ns, src, flags);
+    if (source) *source = src;
+    return ns;
+}
+
 EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
 {
     if (!rv_predict_by_batch(l)) return predict(l, NULL, source);
@@ -1175,19 +1298,8 @@ EXPORT int64_t rv_predict_ns(const struct rv_launch *l, int *source)
         atomic_fetch_add(&totals()[T_BY_BATCH], ns);
         return ns;
     }
-    /* Decodes and prefill chunks in one launch (chunked prefill). The two bracketing
-     * estimates, checked against 60 such launches of vLLM's FA3 measured on the H200
-     * (profiles/h200/fa3_mixed.parquet): the parts predicted apart pay the kernel's
-     * fixed cost twice and put the decodes on the decode kernel (+38 % on average); the
-     * whole batch as one shape spreads the decodes' KV over prefill-sized queries (-23 %).
-     * Their geometric mean: +2 % on average, 22 % GPU-time weighted error. */
-    int src, flags[3];
-    double apart = (double)(predict_once(l, &part[0], &src, &flags[0]) +
-                            predict_once(l, &part[1], &src, &flags[1]));
-    int64_t ns = llround(sqrt(apart * (double)predict_once(l, &whole, &src, &flags[2])));
+    int64_t ns = predict_mixed(l, source);
     atomic_fetch_add(&totals()[T_BY_BATCH], ns);
-    count_prediction(ns, src, flags[0] | flags[1] | flags[2]);
-    if (source) *source = src;
     return ns;
 }
 

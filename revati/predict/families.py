@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from revati.predict.features import ATTENTION_SHAPE_OP, MOE_SHAPE_OP, Op
+from revati.predict.features import ATTENTION_MIX_OP, ATTENTION_SHAPE_OP, MOE_SHAPE_OP, Op
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
-    op: int                         # features.Op, or ATTENTION_SHAPE_OP
+    op: int                         # features.Op, or one of the *_OP classes beyond it
     patterns: tuple[str, ...] = ()  # Op.KERNEL only; "" matches every name
     target_mape: float = 0.10       # held-out, GPU-time weighted (issue 7)
     # Predicts from the launch alone kernels another family predicts by shape (attention by its
@@ -60,7 +60,11 @@ ATTENTION_SHAPE = Family("attention_shape", ATTENTION_SHAPE_OP, target_mape=0.08
 # Fused-MoE launches whose GEMM (m, n, k from their arguments) and the model's routing are
 # known (rv_moe_features): predicted from the experts the step's tokens touch.
 MOE_SHAPE = Family("moe", MOE_SHAPE_OP, target_mape=0.05)
-BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE, MOE_SHAPE)}
+# Attention launches over a step that mixes decodes with prefill chunks (chunked prefill):
+# predicted from the two groups' sizes (rv_attention_mix_features), trained on the profile's
+# mixed calls (hwprofile: mixed_attention.parquet).
+ATTENTION_MIX = Family("attention_mix", ATTENTION_MIX_OP, target_mape=0.08)
+BY_NAME = {f.name: f for f in (*FAMILIES, ATTENTION_SHAPE, MOE_SHAPE, ATTENTION_MIX)}
 # Names that a family's pattern would claim wrongly, matched before every family: vLLM's
 # KV-cache writes (reshape_and_cache_flash: "flash" would make them attention) are
 # element-wise copies of the step's new keys and values; FlashInfer's RMSNorm kernels, which

@@ -101,8 +101,18 @@ class AttnShape(ctypes.Structure):
                                               "head_dim")]
 
 
+class AttnMix(ctypes.Structure):
+    """`struct rv_attn_mix` (predict.c): a step's decodes and prefill chunks, summed by group."""
+
+    _fields_ = ([(f, ctypes.c_int64) for f in ("decodes", "prefills", "heads", "kv_heads",
+                                               "head_dim")]
+                + [(f, ctypes.c_double) for f in ("dec_kv", "dec_kv_max", "pre_q", "pre_q_max",
+                                                  "pre_kv", "pre_pairs")])
+
+
 ATTENTION_SHAPE_OP = 100  # feature class and index op of the attention-by-shape models
 MOE_SHAPE_OP = 101  # and of the fused-MoE GEMMs predicted from the model's routing
+ATTENTION_MIX_OP = 102  # and of attention over decodes and prefill chunks in one launch
 # Profile columns holding the attention shape, in AttnShape order.
 ATTENTION_COLUMNS = ["attn_batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim"]
 
@@ -172,6 +182,15 @@ def native() -> ctypes.CDLL:
     lib.rv_predict_attention_ns.restype = ctypes.c_int64
     lib.rv_predict_attention_ns.argtypes = [ctypes.POINTER(RvLaunch), shape,
                                             ctypes.POINTER(ctypes.c_int)]
+    mix = ctypes.POINTER(AttnMix)
+    i64s = ctypes.POINTER(ctypes.c_int64)
+    lib.rv_attention_mix.restype = None
+    lib.rv_attention_mix.argtypes = [ctypes.c_int, i64s, i64s, ctypes.c_int, ctypes.c_int,
+                                     ctypes.c_int, mix]
+    lib.rv_attention_mix_roofline_ns.restype = ctypes.c_int64
+    lib.rv_attention_mix_roofline_ns.argtypes = [mix, dvec]
+    lib.rv_attention_mix_features.restype = ctypes.c_int
+    lib.rv_attention_mix_features.argtypes = [mix, dvec, ctypes.c_int, dvec]
     launch = ctypes.POINTER(RvLaunch)
     lib.rv_moe_roofline_ns.restype = ctypes.c_int64
     lib.rv_moe_roofline_ns.argtypes = [launch, ctypes.c_int, ctypes.c_int, dvec]
@@ -181,7 +200,6 @@ def native() -> ctypes.CDLL:
     lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
     lib.rv_predict_by_batch.restype = ctypes.c_bool
     lib.rv_predict_by_batch.argtypes = [ctypes.POINTER(RvLaunch)]
-    i64s = ctypes.POINTER(ctypes.c_int64)
     lib.rv_attention_batch.restype = None
     lib.rv_attention_batch.argtypes = [ctypes.c_int, i64s, i64s, ctypes.c_int, ctypes.c_int,
                                        ctypes.c_int]
@@ -256,6 +274,40 @@ def attention_feature_matrix(rows: Iterable[Mapping[str, object]],
     result = []
     for row, kid in zip(rows, kernel_ids, strict=True):
         n = lib.rv_attention_features(ctypes.byref(to_shape(row)), spec, int(kid), out)
+        vec = list(out[:n])
+        if kid < 0:
+            vec[0] = float("nan")
+        result.append(vec)
+    return np.asarray(result, dtype=np.float64)
+
+
+def to_mix(row: Mapping[str, object]) -> AttnMix:
+    """The C summary of a row's per-sequence lengths (q_lens, kv_lens: one step's)."""
+    q, kv = list(row["q_lens"]), list(row["kv_lens"])  # type: ignore[call-overload]
+    n, mix = len(q), AttnMix()
+    native().rv_attention_mix(n, (ctypes.c_int64 * n)(*q), (ctypes.c_int64 * n)(*kv),
+                              int(row["heads"]), int(row["kv_heads"]), int(row["head_dim"]),
+                              ctypes.byref(mix))
+    return mix
+
+
+def is_mixed(row: Mapping[str, object]) -> bool:
+    """Whether a row's step has decodes and longer queries both (what attention_mix takes)."""
+    mix = to_mix(row)
+    return mix.decodes > 0 and mix.prefills > 0
+
+
+def attention_mix_feature_matrix(rows: Iterable[Mapping[str, object]],
+                                 spec_vector: Iterable[float],
+                                 kernel_ids: Iterable[int]) -> np.ndarray:
+    """Mixed-step attention feature vectors (rv_attention_mix_features) of rows with their
+    per-sequence lengths."""
+    lib = native()
+    spec = _spec_array(spec_vector)
+    out = (ctypes.c_double * NFEAT_MAX)()
+    result = []
+    for row, kid in zip(rows, kernel_ids, strict=True):
+        n = lib.rv_attention_mix_features(ctypes.byref(to_mix(row)), spec, int(kid), out)
         vec = list(out[:n])
         if kid < 0:
             vec[0] = float("nan")

@@ -6,6 +6,10 @@
                            features.LAUNCH_COLUMNS, duration_ns (median over repetitions), and
                            sweep context (sweep, point, attention shape)
     DIR/e2e_kernels.parquet  optional: every kernel of the end-to-end check (profile/e2e.py)
+    DIR/mixed_attention.parquet  optional: attention calls over steps that mix decodes with
+                           prefill chunks, every kernel of a call with the launch columns,
+                           duration_ns, the call (point) and its per-sequence lengths (q_lens,
+                           kv_lens, heads, kv_heads, head_dim): the attention_mix model's rows
 
 The kernel-argument columns (features.ARG_COLUMNS) come from an emulated replay of the same
 sweeps (`revati profile args`, profile/args.py); -1 where none was matched.
@@ -44,6 +48,7 @@ class HardwareProfile:
     launches: pd.DataFrame
     measured: dict[str, object] = field(default_factory=dict)
     e2e_kernels: pd.DataFrame | None = None
+    mixed_attention: pd.DataFrame | None = None
 
     def write(self, out: str | Path) -> Path:
         out = Path(out)
@@ -56,6 +61,9 @@ class HardwareProfile:
         if self.e2e_kernels is not None:
             self.e2e_kernels.to_parquet(out / "e2e_kernels.parquet", index=False,
                                         compression="zstd")
+        if self.mixed_attention is not None:
+            self.mixed_attention.to_parquet(out / "mixed_attention.parquet", index=False,
+                                            compression="zstd")
         return out
 
 
@@ -66,10 +74,11 @@ def read_profile(path: str | Path) -> HardwareProfile:
     missing = set(LAUNCH_COLUMNS + CONTEXT_COLUMNS) - set(launches.columns)
     if missing:
         raise ValueError(f"{path}/launches.parquet lacks columns {sorted(missing)}")
-    e2e = path / "e2e_kernels.parquet"
+    e2e, mixed = path / "e2e_kernels.parquet", path / "mixed_attention.parquet"
     return HardwareProfile(RooflineSpec.from_mapping(doc["spec"]), doc.get("provenance", {}),
                            launches, doc.get("measured", {}),
-                           with_arg_columns(pd.read_parquet(e2e)) if e2e.exists() else None)
+                           with_arg_columns(pd.read_parquet(e2e)) if e2e.exists() else None,
+                           pd.read_parquet(mixed) if mixed.exists() else None)
 
 
 def with_arg_columns(df: pd.DataFrame) -> pd.DataFrame:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from revati.predict.families import (
+    ATTENTION_MIX,
     ATTENTION_SHAPE,
     BY_NAME,
     FAMILIES,
@@ -41,12 +42,15 @@ from revati.predict.families import (
     match_order,
 )
 from revati.predict.features import (
+    ATTENTION_MIX_OP,
     ATTENTION_SHAPE_OP,
     MOE_SHAPE_OP,
     Op,
     attention_feature_matrix,
+    attention_mix_feature_matrix,
     feature_matrix,
     feature_names,
+    is_mixed,
     moe_feature_matrix,
 )
 from revati.predict.hwprofile import HardwareProfile, read_profile
@@ -71,6 +75,7 @@ Base = dict[int, np.ndarray]
 # out: the emulator predicts their kernels by shape, by cuBLAS call and by routing (the
 # fused-MoE GEMMs count as GEMMs), and reports the GPU time they predicted in every run.
 GROUPS = {"gemm": (("gemm", "moe"), 0.05), "attention": (("attention_shape",), 0.08),
+          "mixed attn": (("attention_mix",), 0.08),
           "others": (("memcpy", "memset", "gemm_epilogue", "norm", "softmax_sampling", "reduce",
                       "embedding", "elementwise", "misc"), 0.10)}
 
@@ -93,7 +98,7 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     """Feature matrix of one family's rows. vocab: kernel names known to the model (built from
     the rows when None); names outside it get a missing kernel id, as in the C predictor."""
     op = BY_NAME[family].op
-    if op in (Op.KERNEL, ATTENTION_SHAPE_OP):
+    if op in (Op.KERNEL, ATTENTION_SHAPE_OP, ATTENTION_MIX_OP):
         vocab = sorted(rows.kernel.unique()) if vocab is None else vocab
         index = {name: i for i, name in enumerate(vocab)}
         ids = [index.get(name, -1) for name in rows.kernel]
@@ -102,6 +107,8 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     records = rows.to_dict("records")
     if op == ATTENTION_SHAPE_OP:
         X = attention_feature_matrix(records, spec_vector, ids)
+    elif op == ATTENTION_MIX_OP:
+        X = attention_mix_feature_matrix(records, spec_vector, ids)
     elif op == MOE_SHAPE_OP:
         X = moe_feature_matrix(records, spec_vector)
     else:
@@ -109,6 +116,19 @@ def family_data(rows: pd.DataFrame, family: str, spec_vector: list[float],
     names = feature_names(op)
     assert names[-1] == "log_roofline_ns", names  # the target's base, see module doc
     return FamilyData(rows, X, names, vocab)
+
+
+def mixed_rows(table: pd.DataFrame | None) -> pd.DataFrame:
+    """The attention_mix model's rows: the attention kernels of the profile's mixed calls.
+    A call timed again in another run keeps its point, so cross-validation never trains on one
+    timing of a call and tests on another."""
+    if table is None:
+        return pd.DataFrame()
+    rows = table[assign_families(table) == "attention"]
+    rows = rows[[is_mixed(r) for r in rows.to_dict("records")]]
+    call = (rows.q_lens.map(tuple).astype(str) + rows.kv_lens.map(tuple).astype(str)
+            + rows.heads.astype(str) + "/" + rows.kv_heads.astype(str))
+    return rows.assign(point=pd.factorize(call)[0])
 
 
 def _ridge(D: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -239,9 +259,12 @@ def train(profile_dir: str | Path, out_dir: str | Path, folds: int = 5,
     attention = df[(df.family == "attention") & (df.attn_batch > 0)]
     moe = df[(df.family == "moe_kernel") & (df.moe_experts > 0)]
     groups: list[tuple[Family, pd.DataFrame]] = [(f, df[df.family == f.name]) for f in FAMILIES]
-    for fam, rows in [*groups, (ATTENTION_SHAPE, attention), (MOE_SHAPE, moe)]:
-        entry: dict[str, object] = {"op": fam.name if fam.op in (ATTENTION_SHAPE_OP, MOE_SHAPE_OP)
-                                    else Op(fam.op).name.lower(), "samples": len(rows),
+    by_shape = [(ATTENTION_SHAPE, attention), (MOE_SHAPE, moe),
+                (ATTENTION_MIX, mixed_rows(profile.mixed_attention))]
+    for fam, rows in [*groups, *by_shape]:
+        by_launch = fam.op in {o.value for o in Op}
+        entry: dict[str, object] = {"op": Op(fam.op).name.lower() if by_launch else fam.name,
+                                    "samples": len(rows),
                                     "target_mape": fam.target_mape}
         if len(rows) < MIN_ROWS:
             entry["source"] = "roofline"

@@ -5,6 +5,7 @@ fused-MoE kernels, tools/profile/profile_*.py) to a profile."""
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 from pathlib import Path
 
@@ -33,22 +34,28 @@ def merge(inputs: list[Path], out: Path) -> HardwareProfile:
     prov["skipped"] = [s for p in parts for s in p.provenance.get("skipped", [])]
     spec, measured = derived_spec(prov, launches)
     e2e = next((p.e2e_kernels for p in parts if p.e2e_kernels is not None), None)
-    profile = HardwareProfile(RooflineSpec.from_mapping(spec), prov, launches, measured, e2e)
+    mixed = next((p.mixed_attention for p in parts if p.mixed_attention is not None), None)
+    profile = HardwareProfile(RooflineSpec.from_mapping(spec), prov, launches, measured, e2e,
+                              mixed)
     profile.write(out)
     return profile
 
 
 def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) -> int:
-    """Append a sweep script's rows (JSON lines, one profile row each, as
+    """Append a sweep script's rows (JSON lines, gzipped or not, one profile row each, as
     revati.profile.micro.measure returns them) to a profile, with fresh point ids, keeping the
     profile's spec. Rows of the fused-MoE sweep carry the step's tokens and the GEMM's width
     (moe_tokens, moe_n, moe_k): those become the launch columns the emulator fills from the
-    kernel's arguments (m = tokens x top-k, n, k). Returns the rows added."""
+    kernel's arguments (m = tokens x top-k, n, k). Rows with per-sequence lengths (q_lens,
+    kv_lens: attention calls over mixed steps, tools/profile/profile_fa3.py --mixed) go to the
+    profile's mixed_attention table instead. Returns the rows added."""
     from revati.predict.features import ATTENTION_COLUMNS, Op
     from revati.predict.features import empty_launch_row as empty
 
     profile = read_profile(profile_dir)
-    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    opener = gzip.open if rows_file.suffix == ".gz" else open
+    with opener(rows_file, "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
     for r in rows:
         if r.get("moe_n"):
             r.update(m=r["moe_tokens"] * r["moe_top_k"], n=r["moe_n"], k=r["moe_k"])
@@ -61,9 +68,15 @@ def add_rows(profile_dir: Path, rows_file: Path, meta_file: Path | None = None) 
         for col in ATTENTION_COLUMNS:  # no attention launch unless the row says so
             r.setdefault(col, 0)
     new = pd.DataFrame(rows)
-    new["point"] += int(profile.launches["point"].max()) + 1
-    columns = list(profile.launches.columns)
-    profile.launches = pd.concat([profile.launches, new[columns]], ignore_index=True)
+    if "q_lens" in new.columns:
+        table = profile.mixed_attention
+        new["point"] += 0 if table is None else int(table["point"].max()) + 1
+        profile.mixed_attention = new if table is None else pd.concat([table, new[table.columns]],
+                                                                      ignore_index=True)
+    else:
+        new["point"] += int(profile.launches["point"].max()) + 1
+        columns = list(profile.launches.columns)
+        profile.launches = pd.concat([profile.launches, new[columns]], ignore_index=True)
     meta = json.loads(meta_file.read_text()) if meta_file else {}
     profile.provenance.setdefault("added_rows", []).append({
         "rows": str(rows_file), "count": len(new), "sweeps": sorted(new.sweep.unique()),

@@ -83,9 +83,37 @@ def test_families_by_kernel_name():
 
 
 def test_every_feature_vector_fits_the_buffers_python_passes():
-    from revati.predict.features import ATTENTION_SHAPE_OP, NFEAT_MAX
+    from revati.predict.features import ATTENTION_MIX_OP, ATTENTION_SHAPE_OP, NFEAT_MAX
 
-    assert max(len(feature_names(op)) for op in [*Op, ATTENTION_SHAPE_OP]) <= NFEAT_MAX
+    ops = [*Op, ATTENTION_SHAPE_OP, MOE_SHAPE_OP, ATTENTION_MIX_OP]
+    assert max(len(feature_names(op)) for op in ops) <= NFEAT_MAX
+
+
+def test_a_mixed_step_is_summed_by_group_and_its_roofline_counts_every_pair(spec):
+    """Decodes (one query token) and longer queries are summed apart; rows without queries
+    are skipped; the roofline's FLOPs are the exact causal pairs, not a uniform shape's."""
+    from revati.predict.features import (
+        ATTENTION_MIX_OP,
+        attention_mix_feature_matrix,
+        is_mixed,
+        to_mix,
+    )
+
+    row = {"q_lens": [1, 1, 0, 512, 256], "kv_lens": [1000, 3000, 77, 512, 1280],
+           "heads": 32, "kv_heads": 8, "head_dim": 128}
+    m = to_mix(row)
+    assert (m.decodes, m.prefills, m.heads, m.kv_heads, m.head_dim) == (2, 2, 32, 8, 128)
+    assert (m.dec_kv, m.dec_kv_max, m.pre_q, m.pre_q_max, m.pre_kv) == (4000, 3000, 768, 512,
+                                                                       1792)
+    pairs = 512 * 512 - 512 * 511 / 2 + 256 * 1280 - 256 * 255 / 2
+    assert m.pre_pairs == pairs
+    assert is_mixed(row) and not is_mixed(dict(row, q_lens=[1, 1, 0, 1, 1]))
+    x = attention_mix_feature_matrix([row], spec.vector(), [3])[0]
+    names = feature_names(ATTENTION_MIX_OP)
+    assert len(x) == len(names) and names[-1] == "log_roofline_ns"
+    flops = 4 * 32 * (4000 + pairs) * 128
+    assert x[names.index("log2_flops")] == math.log2(flops)
+    assert x[0] == 3 and x[names.index("decodes")] == 2
 
 
 def test_argument_sizes_are_kernel_features_and_unknown_is_missing(spec):

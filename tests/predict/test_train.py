@@ -25,6 +25,7 @@ def test_index_lists_spec_models_patterns_and_vocabulary(trained):
     models = {ln.split()[1]: ln.split() for ln in lines if ln.startswith("model ")}
     assert models["gemm"][2:] == ["1", "12", "gemm.txt"]
     assert models["attention_shape"][2:4] == ["100", "10"]
+    assert models["attention_mix"][2:4] == ["102", "15"]  # the profile's mixed calls
     assert "family collective 4" in lines  # no data: the roofline predicts it
     assert any(ln.startswith("pattern attention ") for ln in lines)
     assert any(ln.startswith("kernel attention_shape 0 ") for ln in lines)
@@ -51,8 +52,12 @@ def test_held_out_accuracy_on_real_measurements(trained):
     assert groups["others"]["samples"] == sum(fams[f]["samples"] for f in
                                               groups["others"]["families"]
                                               if fams[f]["source"] == "model")
+    # the mixed-step model: the attention kernels of the 300 mixed calls (main, prepare, combine)
+    mix = fams["attention_mix"]
+    assert mix["source"] == "model" and mix["samples"] > 300 and mix["kernels"] >= 2
+    assert groups["mixed attn"]["weighted_mape"] == mix["weighted_mape"]
     # the models must beat the roofline they correct
-    for name in ("gemm", "attention_shape"):
+    for name in ("gemm", "attention_shape", "attention_mix"):
         assert fams[name]["weighted_mape"] < fams[name]["roofline"]["weighted_mape"]
 
 
