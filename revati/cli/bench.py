@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from revati.workload.bench import BenchError, run_bench
-from revati.workload.options import add_arguments, from_args
+from revati.bench.errors import BenchError
+from revati.bench.options import add_arguments, from_args
+from revati.bench.server import run_bench
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -21,10 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from revati.bench import network
 from revati.device.env import LIBRARY_NAMES, apply_env, emulated_device_env
 from revati.device.spec import HardwareSpec, UnknownHardwareError, load_spec
 from revati.timewarp.runner import NOTICES
-from revati.workload import network
 
 TIMING_LAUNCHES = 100
 TIMING_NS = 1_000_000

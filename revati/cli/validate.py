@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from revati.workload.bench import BenchError
-from revati.workload.options import add_arguments, from_args
-from revati.workload.validate import render, validate
+from revati.bench.compare import render, validate
+from revati.bench.errors import BenchError
+from revati.bench.options import add_arguments, from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -37,7 +37,7 @@ ENV = {
     "HF_HUB_OFFLINE": "1",
     "NCCL_NVLS_ENABLE": "0",
     # Where the engine's processes meet (its torch.distributed store): loopback, the only
-    # interface of a deployment's network (revati/workload/network.py). Unset, vLLM looks
+    # interface of a deployment's network (revati/bench/network.py). Unset, vLLM looks
     # for the host's route to the internet and, finding none there, warns and uses 0.0.0.0.
     "VLLM_HOST_IP": "127.0.0.1",
 }

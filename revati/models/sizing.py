@@ -40,7 +40,7 @@ def expert_layout(cfg: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def routing_env(cfg: dict[str, Any]) -> dict[str, str]:
-    """The duration predictor's view of an MoE model's routing (REVATI_MOE, native/predict.c:
+    """The duration predictor's view of an MoE model's routing (REVATI_MOE, native/predict/shapes.c:
     its fused-MoE kernels cost what the experts a step touches make them cost); {} if dense."""
     experts, per_token, _ = expert_layout(cfg)
     return {"REVATI_MOE": f"{experts} {per_token}"} if experts > 1 else {}

@@ -1,4 +1,4 @@
-"""The launch features shared by the emulator and the profiler (mirror of native/predict.h).
+"""The launch features shared by the emulator and the profiler (mirror of native/predict/predict.h).
 
 What the device shim sees at a launch is one `struct rv_launch`; a real-GPU profile stores one
 row per launch (or per library call) with exactly those fields as columns (LAUNCH_COLUMNS). The
@@ -95,14 +95,15 @@ class RvLaunch(ctypes.Structure):
 
 
 class AttnShape(ctypes.Structure):
-    """`struct rv_attn_shape` (predict.c): what the attention-by-shape models take."""
+    """`struct rv_attn_shape` (predict/predict_int.h): what the attention-by-shape models take."""
 
     _fields_ = [(f, ctypes.c_int64) for f in ("batch", "q_len", "kv_len", "heads", "kv_heads",
                                               "head_dim")]
 
 
 class AttnMix(ctypes.Structure):
-    """`struct rv_attn_mix` (predict.c): a step's decodes and prefill chunks, summed by group."""
+    """`struct rv_attn_mix` (predict/predict_int.h): a step's decodes and prefill chunks, summed
+    by group."""
 
     _fields_ = ([(f, ctypes.c_int64) for f in ("decodes", "prefills", "heads", "kv_heads",
                                                "head_dim")]

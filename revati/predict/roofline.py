@@ -1,7 +1,7 @@
 """The roofline's view of a GPU's spec, and the roofline fallback computed from it.
 
-The roofline itself lives in native/predict.c (rv_roofline_ns) and is called from here through
-ctypes, so the emulator and every Python report compute the same number.
+The roofline itself lives in native/predict/roofline.c (rv_roofline_ns) and is called from here
+through ctypes, so the emulator and every Python report compute the same number.
 """
 
 from __future__ import annotations

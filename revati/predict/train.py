@@ -146,7 +146,7 @@ def fit_base(data: FamilyData, mask: np.ndarray) -> Base:
     is for; below its rows a feature counts as its smallest value, because a kernel whose
     size arguments vary in meaning (a radix sort pass that gets a bit offset, not the item
     count) would otherwise be predicted several times off. Missing features count 0, as in
-    predict.c."""
+    predict/models.c (evaluate)."""
     cols = np.array([data.names.index(c) for c in LINEAR_BASE])
     D = np.column_stack([np.ones(len(data.X)), np.nan_to_num(data.X[:, cols])])
     y = np.log(data.rows.duration_ns.to_numpy(dtype=float))

@@ -1,6 +1,6 @@
 """The Timekeeper of one run: owns the shared clock segment and runs the jump loop.
 
-The decision loop itself is native (revati/native/timekeeper.c): it reacts to a blocked
+The decision loop itself is native (revati/native/time/timekeeper.c): it reacts to a blocked
 thread within microseconds, which a Python loop could not. This class creates the segment,
 runs that loop on a thread (ctypes releases the GIL), and answers reports."""
 

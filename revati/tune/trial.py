@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from revati.bench.options import BenchOptions, command_line
 from revati.tune.engine_flags import engine_flags
-from revati.workload.options import BenchOptions, command_line
 
 
 class TrialError(RuntimeError):

@@ -8,7 +8,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from revati.workload.bench import EmulatedServer
+from revati.bench.server import EmulatedServer
 
 BENCH = [sys.executable, "-m", "revati.cli.main", "bench"]
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from revati.bench.options import BenchOptions
+from revati.bench.server import EmulatedServer
 from revati.engines import sglang
-from revati.workload.bench import BenchOptions, EmulatedServer
 from tests.engines.conftest import post
 
 pytestmark = pytest.mark.e2e

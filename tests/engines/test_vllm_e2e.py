@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from revati.workload.bench import BenchOptions, EmulatedServer
+from revati.bench.options import BenchOptions
+from revati.bench.server import EmulatedServer
 from tests.engines.conftest import post
 
 pytestmark = pytest.mark.e2e

@@ -81,7 +81,8 @@ def test_weights_per_gpu_shrink_with_parallelism():
 
 
 def test_routing_of_moe_models_reaches_the_predictor():
-    """REVATI_MOE carries experts and experts per token (native/predict.c); dense: nothing."""
+    """REVATI_MOE carries experts and experts per token (native/predict/models.c); dense:
+    nothing."""
     assert routing_env(load_model("qwen3_30b_a3b").config) == {"REVATI_MOE": "128 8"}
     assert routing_env(load_model("mixtral_8x7b").config) == {"REVATI_MOE": "8 2"}
     assert routing_env(load_model("llama3_8b").config) == {}

@@ -32,7 +32,7 @@ def test_struct_layout_matches_the_c_header(tmp_path):
     src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"predict.h\"\n"
                    f"int main(void) {{ {prints} printf(\"%zu\\n\", sizeof(struct rv_launch)); }}\n")
     exe = tmp_path / "layout"
-    subprocess.run(["cc", "-I", str(NATIVE_DIR), str(src), "-o", str(exe)], check=True)
+    subprocess.run(["cc", "-I", str(NATIVE_DIR / "predict"), str(src), "-o", str(exe)], check=True)
     out = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
                                           check=True).stdout.split()]
     assert out[:-1] == [getattr(RvLaunch, f).offset for f in FIELDS]

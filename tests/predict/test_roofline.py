@@ -1,4 +1,4 @@
-"""The roofline fallback (native/predict.c through ctypes) against hand-computed values."""
+"""The roofline fallback (native/predict/roofline.c through ctypes) against hand-computed values."""
 
 from __future__ import annotations
 

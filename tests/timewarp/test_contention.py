@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
+from revati.bench.deployment import Deployment
+from revati.bench.results import clock_rates
 from revati.timewarp.runner import emulated_env
 from revati.timewarp.timekeeper import host_cores, parse_cores
-from revati.workload.bench import Deployment, clock_rates
 from tests.timewarp.conftest import revati_run
 
 # Each process spins until it has used CPU_S of its own CPU time (a clock the shim leaves

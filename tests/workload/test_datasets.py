@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from revati.bench.checks import check_requests
+from revati.bench.errors import BenchError
+from revati.bench.load import load_args
+from revati.bench.options import BenchOptions
 from revati.workload import datasets
-from revati.workload.bench import BenchError, BenchOptions, load_args
-from revati.workload.checks import check_requests
 from revati.workload.datasets import DatasetError, Request
 
 

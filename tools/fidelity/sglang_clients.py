@@ -23,8 +23,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from revati.bench.options import BenchOptions
+from revati.bench.server import EmulatedServer
 from revati.engines import sglang
-from revati.workload.bench import BenchOptions, EmulatedServer
 
 KEYS = ("output_throughput", "mean_tpot_ms", "median_tpot_ms", "median_ttft_ms",
         "mean_ttft_ms")

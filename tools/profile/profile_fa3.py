@@ -9,8 +9,8 @@ fa_version=3, num_splits)` on a paged KV cache (vLLM's layout: (2, blocks, 16, k
 blocks in random order), bf16, causal, k/v descales expanded as vLLM passes them, num_splits 32
 (flash_attn_max_num_splits_for_cuda_graph) up to 512 tokens (max_cudagraph_capture_size),
 else 0 (FA3's heuristic). Uniform batches, the shapes Revati's engine reports
-(native/predict.c rv_attention_batch): decode (q_len 1), prefill (q_len = kv_len) and chunks
-(q_len < kv_len), for the per-GPU head layouts of the catalog models under TP 1..8.
+(native/predict/dispatch.c rv_attention_batch): decode (q_len 1), prefill (q_len = kv_len) and
+chunks (q_len < kv_len), for the per-GPU head layouts of the catalog models under TP 1..8.
 
 Every kernel a point launches (scheduler/prepare kernel, main kernel, split-KV combine kernel)
 is recorded through revati.profile.micro.measure (Kineto, L2 flush by reading, median of REPS),

@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 PY=${PYTHON:-python3}
 # The predictor library (spec keys, features) without a full package install.
 gcc -O2 -fvisibility=hidden -std=gnu11 -D_GNU_SOURCE -shared -fPIC \
-    -o revati/native/librevati_predict.so revati/native/predict.c -ldl -lpthread -lm
+    -o revati/native/librevati_predict.so revati/native/predict/*.c -ldl -lpthread -lm
 mkdir -p "$OUT"
 $PY -m revati.profile.devinfo --out "$OUT/devinfo.json" ${CUDA_H:+--cuda-h "$CUDA_H"}
 # Two runs, each under its own time budget, so a lease that ends early keeps the first. The

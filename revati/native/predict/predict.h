@@ -77,13 +77,13 @@ int rv_arg_layout(const char *kernel);
  * kernel's structure layout is known (layout: rv_arg_layout of its name; grid, block: its
  * launch shape, which tells how many entries the host filled or where a structure starts;
  * see cat_input_sizes, index_select_elements, reduce_config_sizes and split_k_sizes in
- * predict.c). */
+ * kernel_args.c). */
 __attribute__((visibility("default")))
 void rv_arg_sizes(int layout, const uint32_t grid[3], const uint32_t block[3], int count,
                   const uint16_t *size, const void *const *values, int64_t *arg_max,
                   int64_t *arg_sum);
 
-/* A fused-MoE Triton kernel's GEMM (predict.c): m = routed (token, expert) pairs, n, k from
+/* A fused-MoE Triton kernel's GEMM (kernel_args.c): m = routed (token, expert) pairs, n, k from
  * its arguments; false for any other kernel layout. */
 __attribute__((visibility("default")))
 bool rv_moe_dims(int layout, int count, const uint16_t *size, const void *const *values,

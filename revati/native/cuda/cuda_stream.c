@@ -49,25 +49,11 @@ struct exec {
     bool args_gathered;           /* at its first replay (its nodes never change after) */
 };
 
-struct stream {
-    uint32_t magic;
-    int dev;
-    unsigned flags;
-    int prio;
-    bool legacy;
-    unsigned long long id;
-    int64_t tail;
-    int64_t *starts;             /* start times of the last launch_queue launches (a ring) */
-    uint64_t launched;           /* launches queued so far */
-    struct graph *capture;       /* graph being captured into, or NULL */
-    struct stream *capture_origin;
-    char track[48];
-    struct stream *next;         /* device's stream list */
-};
+/* struct stream: cuda_internal.h (the launch queue shares it). */
 
 struct event { uint32_t magic; unsigned flags; bool recorded; int64_t t; struct graph *capture; };
 
-static pthread_mutex_t g_tl = PTHREAD_MUTEX_INITIALIZER;   /* all timeline state */
+pthread_mutex_t g_tl = PTHREAD_MUTEX_INITIALIZER;          /* all timeline state */
 static struct stream g_legacy[RV_MAX_GPUS];
 static struct stream *g_streams[RV_MAX_GPUS];               /* non-legacy streams */
 static int64_t g_retired_tail[RV_MAX_GPUS];                 /* tails of destroyed streams */
@@ -79,7 +65,6 @@ void rv_cuda_per_thread_begin(void) { t_per_thread_api++; }
 void rv_cuda_per_thread_end(void) { t_per_thread_api--; }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static void name_track(struct stream *s) {
     if (s->legacy) snprintf(s->track, sizeof s->track, "GPU%d default stream", s->dev);
@@ -119,7 +104,7 @@ static struct stream *per_thread_stream(int dev) {
 }
 
 /* Stream handle -> stream, with CUDA's special handles; NULL if invalid. Holds g_tl. */
-static struct stream *resolve(CUstream h) {
+struct stream *resolve(CUstream h) {
     int dev = rv_current_dev();
     if (h == NULL) return t_per_thread_api ? per_thread_stream(dev) : legacy_stream(dev);
     if (h == CU_STREAM_LEGACY) return legacy_stream(dev);
@@ -142,55 +127,6 @@ int rv_stream_device(CUstream h) {
     return s ? s->dev : rv_current_dev();
 }
 
-/* ---- the GPU node's host CPU --------------------------------------------------------- */
-/* CPU work counts in virtual time at the speed it runs on this host, but the engine thread
- * that launches a step's kernels is often slower on a GPU node than here: the H200 node
- * dispatched PyTorch operators 1.6x slower than the development VM (revati.hostspeed
- * --workload torch) and took 2x this VM's CPU time for a step that runs outside CUDA graphs
- * (docs/validation/real-steps/), which then starves its GPU. REVATI_CPU_DILATION=f (>= 1)
- * makes every thread that drives a GPU pay f times its CPU time: before it queues work or
- * waits for the GPU, it sleeps (f - 1) x the CPU time it used since its last such call, in
- * virtual time, so its launches reach the timelines when they would on the slower host.
- * Only GPU-driving threads pay: an API server or a load generator never calls here. */
-#define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
-/* A long stretch of CPU between two GPU calls is not launch work: SGLang's scheduler thread,
- * which launches the GPU work too, busy-polls for requests between steps, and charging that
- * spin delayed each prefill after an idle gap by (f - 1) x the gap (mean TTFT +62 % on the
- * prefill-heavy load at f = 1.58). A step's launch work comes in short pieces (vLLM's mixed
- * steps: ~450 launches in 17 ms of CPU; between steps a few ms of scheduling), so at most this
- * much CPU counts per interval. */
-#define DILATION_MAX_STRETCH_NS 5000000
-static double g_dilation = 1.0;
-static pthread_once_t g_dilation_once = PTHREAD_ONCE_INIT;
-static __thread int64_t t_cpu_seen = -1, t_cpu_debt;
-
-static void read_dilation(void) {
-    const char *v = getenv("REVATI_CPU_DILATION");
-    if (!v || !*v) return;
-    char *end;
-    double f = strtod(v, &end);
-    if (*end || !(f >= 1.0 && f <= 100.0)) {
-        rv_log(RV_ERROR, "REVATI_CPU_DILATION=%s: expected a number from 1 to 100", v);
-        abort();
-    }
-    g_dilation = f;
-}
-
-static void dilate_cpu(void) {
-    pthread_once(&g_dilation_once, read_dilation);
-    if (g_dilation == 1.0) return;
-    int64_t cpu = rv_real_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (t_cpu_seen >= 0) {
-        int64_t used = min64(cpu - t_cpu_seen, DILATION_MAX_STRETCH_NS);
-        t_cpu_debt += (int64_t)((double)used * (g_dilation - 1.0));
-    }
-    t_cpu_seen = cpu;
-    if (t_cpu_debt < DILATION_MIN_SLEEP_NS) return;
-    int64_t debt = t_cpu_debt;
-    t_cpu_debt = 0;
-    rv_sleep_until(rv_now_ns() + debt, "host CPU speed (REVATI_CPU_DILATION)");
-    t_cpu_seen = rv_real_ns(CLOCK_THREAD_CPUTIME_ID); /* the sleep's own CPU is not work */
-}
 
 /* When all work queued on a device completes. Holds g_tl. */
 static int64_t device_tail(int dev) {
@@ -267,41 +203,6 @@ static int64_t under_power(int dev, const struct power *p, int64_t start, int64_
     return d;
 }
 
-/* ---- the launch queue ----------------------------------------------------------------
- * A real stream takes launches into a bounded queue: with launch_queue of them waiting (the
- * H200: 1,021 kernels, copies or memsets; event records take no room), the next launch call
- * blocks its thread until the GPU has started the oldest (tools/calibrate/launch_queue_h200.py): a
- * CPU cannot run further ahead of its GPU than that. vLLM's prefill steps outside CUDA graphs
- * queue ~510 launches each and, with async scheduling, the next step's while one runs. */
-
-/* When s can take one more launch (virtual time). Holds g_tl. */
-static int64_t queue_room(const struct stream *s) {
-    uint64_t q = (uint64_t)rv_node()->launch_queue;
-    return q && s->starts && s->launched >= q ? s->starts[s->launched % q] : 0;
-}
-
-/* Remember the start of the launch just queued on s. Holds g_tl. */
-static void queue_note(struct stream *s, int64_t start) {
-    uint64_t q = (uint64_t)rv_node()->launch_queue;
-    if (!q) return;
-    if (!s->starts) s->starts = calloc(q, sizeof *s->starts);
-    s->starts[s->launched++ % q] = start;
-}
-
-/* Takes g_tl and resolves h, first waiting (time-warp sleep) while a stream that is not
- * capturing has no room for a launch. NULL, with g_tl released, if h is not a stream. */
-static struct stream *lock_for_launch(CUstream h) {
-    pthread_mutex_lock(&g_tl);
-    for (;;) {
-        struct stream *s = resolve(h);
-        if (!s) { pthread_mutex_unlock(&g_tl); return NULL; }
-        int64_t room = s->capture ? 0 : queue_room(s);
-        if (room <= rv_now_ns()) return s;
-        pthread_mutex_unlock(&g_tl);
-        rv_sleep_until(room, "launch queue full");
-        pthread_mutex_lock(&g_tl);
-    }
-}
 
 /* Put one operation of predicted duration dur on s's timeline; returns its start. Holds g_tl. */
 static int64_t append_timed(struct stream *s, const struct rv_launch *l, const char *name, int64_t dur,

@@ -1,4 +1,4 @@
-"""A deployment's private network (revati.workload.network): only its own loopback, and
+"""A deployment's private network (revati.bench.network): only its own loopback, and
 the thread that entered it back on the host's network after."""
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from revati.workload import network
+from revati.bench import network
 
 ROOT = os.geteuid() == 0
 
@@ -42,7 +42,7 @@ def test_inside_only_loopback_is_up_and_leaving_returns_to_the_host() -> None:
 def test_without_the_capability_a_deployment_says_it_is_on_the_host_network() -> None:
     # still root (the checkout need not be readable by anyone else), without CAP_SYS_ADMIN
     r = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-c",
-                        "from revati.workload import network; print(network.available())"],
+                        "from revati.bench import network; print(network.available())"],
                        capture_output=True, text=True, timeout=60,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr

@@ -1,7 +1,7 @@
 /* Emulated NVML (librevati_nvml.so, SONAME libnvidia-ml.so.1), as pynvml, torch, vLLM,
  * SGLang and NCCL use it. NVML lists every physical GPU of the node whatever
  * CUDA_VISIBLE_DEVICES says, as the real library does; identities (UUID, PCI bus id) come
- * from cuda_spec.c so they match what the emulated CUDA driver reports.
+ * from cuda/cuda_spec.c so they match what the emulated CUDA driver reports.
  *
  * No nvml.h exists on the build machine: the few types used are declared here with the
  * layouts of the public NVML API (the same as pynvml's ctypes structures). Functions not

@@ -8,15 +8,15 @@ import math
 import tempfile
 from typing import TYPE_CHECKING
 
+from revati.bench.errors import BenchError
 from revati.device.spec import load_spec
 from revati.engines import ENGINES
 from revati.models.catalog import UnknownModelError, load_model
 from revati.models.layout import context_problem, layout_problem
 from revati.workload import datasets
-from revati.workload.errors import BenchError
 
 if TYPE_CHECKING:
-    from revati.workload.bench import BenchOptions
+    from revati.bench.options import BenchOptions
 
 
 def engine_flag(args: list[str], flag: str) -> str | None:

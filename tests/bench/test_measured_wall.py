@@ -1,6 +1,6 @@
 """The real time the measured requests took, mapped from the client's virtual timestamps."""
 
-from revati.workload.bench import measured_wall_s
+from revati.bench.results import measured_wall_s
 
 # (real, virtual) seconds: the client starts up in 10 s of real time (virtual time runs
 # with it), then the clock warps: 40 s of virtual time pass in 2 s of real time

@@ -1,12 +1,15 @@
 /* Shared state of the emulated CUDA driver (librevati_cuda.so, SONAME libcuda.so.1).
  *
- * cuda.c         initialisation, devices, contexts, modules/kernels, cuGetProcAddress
- * cuda_memory.c  split-state device memory, host memory, copies, memsets, pointer queries
- * cuda_stream.c  streams, events, launches, graphs: per-stream virtual timelines
- * darkapi.c      cuGetExportTable: the private tables cudart/cuBLAS need
- * cuda_spec.c    the node spec shared with NVML
- * generated      weak logging stubs for every other entry point, the versioned
- *                cuGetProcAddress table, per-thread-stream variants (gen_cuda.py)
+ * cuda.c               initialisation, devices, contexts, modules/kernels, cuGetProcAddress
+ * cuda_memory.c        split-state device memory, host memory, copies, memsets, pointer
+ *                      queries
+ * cuda_stream.c        streams, events, launches, graphs: per-stream virtual timelines
+ * cuda_launch_queue.c  a stream's bounded launch queue (the node spec's launch_queue)
+ * cuda_dilation.c      the GPU node's host CPU speed (REVATI_CPU_DILATION)
+ * darkapi.c            cuGetExportTable: the private tables cudart/cuBLAS need
+ * cuda_spec.c          the node spec shared with NVML
+ * generated            weak logging stubs for every other entry point, the versioned
+ *                      cuGetProcAddress table, per-thread-stream variants (gen_cuda.py)
  */
 #ifndef REVATI_CUDA_INTERNAL_H
 #define REVATI_CUDA_INTERNAL_H
@@ -134,6 +137,38 @@ int rv_stream_device(CUstream s);
 #include "cuda_device_api.h"
 void rv_cuda_per_thread_begin(void);
 void rv_cuda_per_thread_end(void);
+
+/* The timelines' state: cuda_stream.c's, shared with cuda_launch_queue.c. */
+struct stream {
+    uint32_t magic;
+    int dev;
+    unsigned flags;
+    int prio;
+    bool legacy;
+    unsigned long long id;
+    int64_t tail;
+    int64_t *starts;             /* start times of the last launch_queue launches (a ring) */
+    uint64_t launched;           /* launches queued so far */
+    struct graph *capture;       /* graph being captured into, or NULL */
+    struct stream *capture_origin;
+    char track[48];
+    struct stream *next;         /* device's stream list */
+};
+extern pthread_mutex_t g_tl;   /* all timeline state */
+/* Stream handle -> stream, with CUDA's special handles; NULL if invalid. Holds g_tl. */
+struct stream *resolve(CUstream h);
+
+/* ---- cuda_launch_queue.c ------------------------------------------------------ */
+/* Takes g_tl and resolves h, first waiting (time-warp sleep) while a stream that is not
+ * capturing has no room for a launch. NULL, with g_tl released, if h is not a stream. */
+struct stream *lock_for_launch(CUstream h);
+/* Remember the start of the launch just queued on s. Holds g_tl. */
+void queue_note(struct stream *s, int64_t start);
+
+/* ---- cuda_dilation.c ---------------------------------------------------------- */
+/* REVATI_CPU_DILATION=f: a thread that drives a GPU sleeps (f - 1) x the CPU time it used
+ * since its last call here (virtual time), before it queues work or waits for the GPU. */
+void dilate_cpu(void);
 
 #define RV_MAGIC_CTX 0x52564358u
 #define RV_MAGIC_FUNC 0x52564655u

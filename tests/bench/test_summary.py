@@ -4,8 +4,8 @@ and `revati bench` then exits non-zero."""
 import argparse
 from pathlib import Path
 
+from revati.bench.results import summarise
 from revati.cli import bench as cli
-from revati.workload.bench import summarise
 
 TRACEBACK = "Traceback (most recent call last):\n  ...\naiohttp.ClientResponseError: 500"
 

@@ -5,9 +5,9 @@ import itertools
 import json
 import sys
 
+from revati.bench.deployment import Deployment
 from revati.device.env import emulated_device_env
 from revati.timewarp.runner import emulated_env
-from revati.workload.bench import Deployment
 
 PROGRAM = """
 import ctypes

@@ -13,8 +13,10 @@ import gzip
 import json
 from pathlib import Path
 
+from revati.bench.errors import BenchError
+from revati.bench.options import BenchOptions
+from revati.bench.server import run_bench
 from revati.workload import datasets
-from revati.workload.bench import BenchError, BenchOptions, run_bench
 
 # what the report leads with; every other numeric key both sides have follows
 HEADLINE = ["mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",

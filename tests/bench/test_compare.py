@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from revati.workload.bench import BenchError
+from revati.bench.compare import compare, read_result, recorded_requests, render
+from revati.bench.errors import BenchError
 from revati.workload.datasets import Request
-from revati.workload.validate import compare, read_result, recorded_requests, render
 
 
 def test_requests_and_send_times_are_recovered_from_a_detailed_result() -> None:

@@ -1,6 +1,6 @@
 """The summary's predictor keys, from the totals the engine processes leave."""
 
-from revati.workload.bench import predictor_summary
+from revati.bench.results import predictor_summary
 
 
 def test_shares_of_the_predicted_gpu_time():

@@ -3,8 +3,9 @@
 
 from pathlib import Path
 
+from revati.bench.deployment import tail
+from revati.bench.results import jit_compilations
 from revati.engines import sglang, vllm
-from revati.workload.bench import _tail, jit_compilations
 
 
 def test_start_up_failure_shows_the_workers_root_cause(tmp_path: Path) -> None:
@@ -18,7 +19,7 @@ def test_start_up_failure_shows_the_workers_root_cause(tmp_path: Path) -> None:
                "(APIServer pid=9)   File \"u.py\", line 1272, in wait",
                "(APIServer pid=9) RuntimeError: Engine core initialization failed."]
     log.write_text("\n".join(["INFO start", *worker, *server]) + "\n")
-    shown = _tail(log).splitlines()
+    shown = tail(log).splitlines()
     assert shown[0] == "first error:"
     assert "(Worker_TP1 pid=12) RuntimeError: NCCL error: unhandled system error" in shown
     assert shown[-1].endswith("Engine core initialization failed.")
@@ -27,8 +28,8 @@ def test_start_up_failure_shows_the_workers_root_cause(tmp_path: Path) -> None:
 def test_a_log_without_traceback_shows_its_last_lines(tmp_path: Path) -> None:
     log = tmp_path / "engine.log"
     log.write_text("\n".join(f"line {i}" for i in range(40)) + "\n")
-    assert _tail(log).splitlines() == [f"line {i}" for i in range(25, 40)]
-    assert _tail(tmp_path / "missing.log") == "(no log)"
+    assert tail(log).splitlines() == [f"line {i}" for i in range(25, 40)]
+    assert tail(tmp_path / "missing.log") == "(no log)"
 
 
 def test_compilations_while_serving_are_counted_from_the_measured_requests_on(tmp_path: Path):

@@ -1,0 +1,268 @@
+"""The engine's server on emulated GPUs (EmulatedServer) and `revati bench`'s run of a load
+against it (run_bench)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from revati.bench.checks import check_numbers, check_options, check_requests
+from revati.bench.deployment import Deployment
+from revati.bench.errors import BenchError
+from revati.bench.load import MEASURED_RUN, load_args
+from revati.bench.options import BenchOptions
+from revati.bench.results import (
+    RAW_RESULT,
+    clock_rates,
+    jit_compilations,
+    measured_wall_s,
+    predictor_summary,
+    summarise,
+    write_requests_csv,
+)
+from revati.cache import MODELS_DIR
+from revati.device.env import emulated_device_env
+from revati.device.spec import UnknownHardwareError, load_spec
+from revati.device.spec import resolve_hardware as spec_name
+from revati.engines import ENGINES, vllm
+from revati.engines.common import max_model_len
+from revati.hostspeed import host_cpu_ms, torch_ms
+from revati.models.catalog import UnknownModelError, load_model, resolve_name
+from revati.models.folder import materialise
+from revati.models.sizing import routing_env
+from revati.ports import free_port, is_free
+from revati.predict.totals import read_totals
+from revati.timewarp.runner import emulated_env, start_notices
+from revati.timewarp.timekeeper import host_cores
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def resolve_hardware(name: str) -> str:
+    try:
+        return spec_name(name)
+    except UnknownHardwareError as e:
+        raise BenchError(str(e)) from e
+
+
+def find_python(engine: str, given: Path | None = None) -> Path:
+    """The interpreter that has `engine`: `given` (--engine-python), $REVATI_<ENGINE>_PYTHON,
+    the .venv-<engine> that scripts/install.sh makes, or this interpreter."""
+    if engine not in ENGINES:
+        raise BenchError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    candidates = [given, os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
+                  REPO / f".venv-{engine}" / "bin" / "python", Path(sys.executable)]
+    python = next(Path(c) for c in candidates if c and Path(c).exists())
+    if not ENGINES[engine].has_engine(python):
+        raise BenchError(f"{engine} is not installed for {python}: run scripts/install.sh "
+                         f"(it makes .venv-{engine}) or pass --engine-python")
+    return python
+
+
+def server_port(requested: int | None) -> int:
+    """The API server's port: the one asked for, which must be free, or one of ports.free_port."""
+    if requested is None:
+        return free_port()
+    if not is_free(requested):
+        raise BenchError(f"port {requested} is in use")
+    return requested
+
+
+class EmulatedServer:
+    """An engine's server for a catalog model on emulated GPUs, ready to take requests; a
+    context manager that ends the whole deployment on exit."""
+
+    def __init__(self, opts: BenchOptions) -> None:
+        self.python = find_python(opts.engine, opts.engine_python)
+        self.engine = ENGINES[opts.engine]
+        # the load generator is vLLM's client for every engine
+        self.client_python = (self.python if opts.engine == vllm.NAME
+                              else find_python(vllm.NAME))
+        try:
+            self.model = resolve_name(opts.model)
+        except UnknownModelError as e:
+            raise BenchError(str(e)) from e
+        self.hardware = resolve_hardware(opts.hardware)
+        spec = load_spec(self.hardware)
+        self.gpu_node_cpu_ms, self.gpu_node_torch_ms = spec.host_cpu_ms, spec.host_torch_ms
+        self.opts = opts
+        self.port = server_port(opts.port)
+        self.out = opts.out.resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.folder = materialise(self.model, MODELS_DIR)
+        try:
+            self.device = emulated_device_env(self.hardware, opts.tp * opts.pp,
+                                              self.out / "device")
+        except ValueError as e:
+            raise BenchError(str(e)) from e
+        self.log = self.out / "engine.log"
+        self.dep: Deployment | None = None
+        self.pid: int | None = None
+        self.num_gpu_blocks: int | None = None
+        self.max_model_len: int | None = None
+
+    def host_cpu(self, when: str) -> float:
+        """This host's single-thread speed now (revati.hostspeed), printed beside the GPU
+        node's: CPU work counts in virtual time at this host's speed."""
+        ms = host_cpu_ms(seconds=1.0, warmup_s=0.5)
+        ref = self.gpu_node_cpu_ms
+        note = f"host CPU {ms:.1f} ms per repetition {when}"
+        if ref:
+            note += f" (the {self.hardware} node's host: {ref:.1f} ms)"
+            if ms > 1.15 * ref:
+                note += (f": this host runs {ms / ref:.2f}x slower now, so TTFT and CPU-bound "
+                         f"steps read high")
+        print(f"[revati bench] {note}", flush=True)
+        return ms
+
+    def cpu_dilation(self) -> dict[str, float | None]:
+        """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "The GPU node's host CPU"):
+        the option's factor, or else the node's PyTorch dispatch time over this host's, timed
+        now with the engine's interpreter; at least 1, since a slower host cannot be sped up."""
+        ref = self.gpu_node_torch_ms
+        if self.opts.cpu_dilation is not None or ref is None:
+            factor = self.opts.cpu_dilation or 1.0
+            return {"factor": factor, "host_torch_ms": None, "gpu_node_torch_ms": ref}
+        try:
+            ms = torch_ms(str(self.python))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            raise BenchError(str(e)) from e
+        factor = round(max(1.0, ref / ms), 3)
+        note = (f"GPU-driving threads pay their CPU time x{factor:.2f}" if ref >= ms else
+                f"this host is {ms / ref:.2f}x slower, so CPU-bound steps read long")
+        print(f"[revati bench] PyTorch dispatch {ms:.1f} ms per repetition here, {ref:.1f} ms on "
+              f"the {self.hardware} node's host: {note}", flush=True)
+        return {"factor": factor, "host_torch_ms": ms, "gpu_node_torch_ms": ref}
+
+    def __enter__(self) -> EmulatedServer:
+        self.log.unlink(missing_ok=True)
+        start_notices()
+        self.host_cpu_ms_before = self.host_cpu("before the engine starts")
+        self.dilation = self.cpu_dilation()
+        wall0 = time.monotonic()
+        self.cores = host_cores() if self.opts.cores is None else self.opts.cores
+        self.dep = Deployment(self.cores,
+                              self.out / "gpu_trace.json" if self.opts.gpu_trace else None)
+        self.totals = self.out / "predictor_totals"
+        shutil.rmtree(self.totals, ignore_errors=True)
+        self.totals.mkdir()
+        try:
+            env = self.engine.serve_env(emulated_env(self.dep.tk.segment, self.opts.log_level,
+                                                     self.device), self.python)
+            env["REVATI_PREDICT_TOTALS"] = str(self.totals)
+            env["REVATI_CPU_DILATION"] = f"{self.dilation['factor']:.3f}"
+            env |= routing_env(load_model(self.model).config)
+            self.pid = pid = self.dep.tree.spawn(
+                self.engine.serve_command(self.python, self.folder.model_dir,
+                                          self.folder.tokenizer_dir, self.port, self.opts.tp,
+                                          self.opts.pp, self.opts.engine_args),
+                env, self.log)
+            name = self.engine.NAME
+            self.dep.progress(f"starting {name} for {self.model} on "
+                              f"{self.opts.tp * self.opts.pp}x {self.hardware} in "
+                              f"{self.dep.network.where}", wall0)
+            self.dep.wait(pid, lambda: self.engine.is_ready(self.port), f"{name} start-up",
+                          self.opts.ready_timeout_s, self.log)
+        except BaseException:
+            self.dep.close()
+            raise
+        self.num_gpu_blocks = self.engine.num_gpu_blocks(self.port)
+        self.max_model_len = max_model_len(self.port)
+        self.dep.progress(f"engine ready ({self.num_gpu_blocks} KV-cache blocks)", wall0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.dep is not None
+        self.dep.close(self.pid)
+
+    def predictor_totals(self) -> dict[str, int]:
+        """Predicted GPU time (ns) by source over the engine processes, up to their last
+        launch: model_ns, roofline_ns, fixed_ns; of them attention_by_batch_ns, the attention
+        time predicted from the batches the engine's observer reported, unseen_kernel_ns, the
+        time of kernels the models never saw (by name or skeleton), and launch_only_ns, that
+        of attention, GEMM and fused-MoE kernels predicted without their shape."""
+        return read_totals(self.totals)
+
+
+    def run_client(self, cmd: list[str], log: Path, timeout_s: float,
+                   env: dict[str, str] | None = None, log_level: str = "warn",
+                   on_poll: Callable[[], None] | None = None) -> None:
+        """Run a client of this server (a load generator) on the deployment's virtual clock
+        until it exits 0; BenchError when it fails, deadlocks or outlives timeout_s."""
+        assert self.dep is not None
+        client = self.dep.tree.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
+                                     | (env or {}), log)
+        self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
+
+    def run_load(self, opts: BenchOptions, out: Path) -> dict:
+        """Run `vllm bench serve` against this server as opts says; write out/summary.json
+        and out/requests.csv and return the summary."""
+        assert self.dep is not None
+        out = out.resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        client_log = out / "client.log"
+        client_log.unlink(missing_ok=True)
+        (out / RAW_RESULT).unlink(missing_ok=True)
+        check_numbers(opts)
+        if self.max_model_len:
+            check_requests(opts, self.max_model_len, "the engine's max_model_len")
+        load = load_args(opts, out, self.max_model_len)
+        wall0 = time.monotonic()
+        # the predictor's counts when the client starts its measured requests (it prints
+        # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's
+        at_measured: dict[str, int] = {}
+        log_at_measured = 0  # the engine log's length then
+
+        def note_measured_start() -> None:
+            nonlocal log_at_measured
+            if not at_measured and MEASURED_RUN in client_log.read_text(errors="replace"):
+                at_measured.update(self.predictor_totals())
+                log_at_measured = self.log.stat().st_size
+
+        self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
+                                           self.port, self.folder.model_dir,
+                                           self.folder.tokenizer_dir, out, RAW_RESULT, load),
+                        client_log, opts.ready_timeout_s, vllm.ENV, opts.log_level,
+                        note_measured_start)
+        end = self.predictor_totals()
+        raw = json.loads((out / RAW_RESULT).read_text())
+        summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
+        after = self.host_cpu("after the load")
+        summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
+        summary["predictor_measured"] = predictor_summary(
+            {k: end[k] - at_measured.get(k, 0) for k in end}) if at_measured else None
+        summary["jit_during_measured"] = jit_compilations(
+            self.engine.JIT_DURING_SERVING, self.log, log_at_measured) if at_measured else None
+        contention = self.dep.tk.contention()
+        summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
+                             "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
+                             "engine_args": self.opts.engine_args,
+                             "engine_env": self.engine.ENV,
+                             "cores": self.cores,
+                             "network": self.dep.network.where,
+                             "cpu_contention": vars(contention),
+                             "virtual_clock": clock_rates(contention, self.dep.virtual_s()),
+                             "cpu_dilation": self.dilation,
+                             "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
+                                             "gpu_node": self.gpu_node_cpu_ms}}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_requests_csv(raw, out / "requests.csv")
+        return summary
+
+
+def run_bench(opts: BenchOptions) -> dict:
+    """Check the options, start the emulated engine, run the load against it, end
+    everything."""
+    check_options(opts, resolve_hardware(opts.hardware))
+    with EmulatedServer(opts) as server:
+        summary = server.run_load(opts, opts.out)
+    # the engine processes leave their predictor totals as they exit
+    summary.update(predictor_summary(server.predictor_totals()))
+    (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

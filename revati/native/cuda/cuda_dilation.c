@@ -1,0 +1,58 @@
+/* The GPU node's host CPU: CPU dilation of the threads that drive a GPU
+ * (REVATI_CPU_DILATION; dilate_cpu, called by cuda_stream.c before it queues work or
+ * waits for the GPU). */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- the GPU node's host CPU --------------------------------------------------------- */
+/* CPU work counts in virtual time at the speed it runs on this host, but the engine thread
+ * that launches a step's kernels is often slower on a GPU node than here: the H200 node
+ * dispatched PyTorch operators 1.6x slower than the development VM (revati.hostspeed
+ * --workload torch) and took 2x this VM's CPU time for a step that runs outside CUDA graphs
+ * (docs/validation/real-steps/), which then starves its GPU. REVATI_CPU_DILATION=f (>= 1)
+ * makes every thread that drives a GPU pay f times its CPU time: before it queues work or
+ * waits for the GPU, it sleeps (f - 1) x the CPU time it used since its last such call, in
+ * virtual time, so its launches reach the timelines when they would on the slower host.
+ * Only GPU-driving threads pay: an API server or a load generator never calls here. */
+#define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
+/* A long stretch of CPU between two GPU calls is not launch work: SGLang's scheduler thread,
+ * which launches the GPU work too, busy-polls for requests between steps, and charging that
+ * spin delayed each prefill after an idle gap by (f - 1) x the gap (mean TTFT +62 % on the
+ * prefill-heavy load at f = 1.58). A step's launch work comes in short pieces (vLLM's mixed
+ * steps: ~450 launches in 17 ms of CPU; between steps a few ms of scheduling), so at most this
+ * much CPU counts per interval. */
+#define DILATION_MAX_STRETCH_NS 5000000
+static double g_dilation = 1.0;
+static pthread_once_t g_dilation_once = PTHREAD_ONCE_INIT;
+static __thread int64_t t_cpu_seen = -1, t_cpu_debt;
+
+static void read_dilation(void) {
+    const char *v = getenv("REVATI_CPU_DILATION");
+    if (!v || !*v) return;
+    char *end;
+    double f = strtod(v, &end);
+    if (*end || !(f >= 1.0 && f <= 100.0)) {
+        rv_log(RV_ERROR, "REVATI_CPU_DILATION=%s: expected a number from 1 to 100", v);
+        abort();
+    }
+    g_dilation = f;
+}
+
+void dilate_cpu(void) {
+    pthread_once(&g_dilation_once, read_dilation);
+    if (g_dilation == 1.0) return;
+    int64_t cpu = rv_real_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (t_cpu_seen >= 0) {
+        int64_t used = min64(cpu - t_cpu_seen, DILATION_MAX_STRETCH_NS);
+        t_cpu_debt += (int64_t)((double)used * (g_dilation - 1.0));
+    }
+    t_cpu_seen = cpu;
+    if (t_cpu_debt < DILATION_MIN_SLEEP_NS) return;
+    int64_t debt = t_cpu_debt;
+    t_cpu_debt = 0;
+    rv_sleep_until(rv_now_ns() + debt, "host CPU speed (REVATI_CPU_DILATION)");
+    t_cpu_seen = rv_real_ns(CLOCK_THREAD_CPUTIME_ID); /* the sleep's own CPU is not work */
+}
