@@ -52,8 +52,7 @@ def test_replay_on_an_emulated_gpu_gives_the_profile_its_argument_sizes(tmp_path
     from revati.cli.main import main
     from revati.predict.hwprofile import read_profile
     from revati.profile.micro import MODELS, TOKENS
-
-    from .conftest import SMALL_PROFILE
+    from tests.predict.conftest import SMALL_PROFILE
 
     profile = tmp_path / "h200_small"
     shutil.copytree(SMALL_PROFILE, profile)
