@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 
 import numpy as np
@@ -265,21 +265,27 @@ def to_shape(row: Mapping[str, object]) -> AttnShape:
     return AttnShape(*(int(row[c]) for c in ATTENTION_COLUMNS))
 
 
-def attention_feature_matrix(rows: Iterable[Mapping[str, object]],
-                             spec_vector: Iterable[float],
-                             kernel_ids: Iterable[int]) -> np.ndarray:
-    """Attention-by-shape feature vectors as the C predictor computes them."""
-    lib = native()
+def _by_kernel(features: Callable[..., int], structs: Iterable[ctypes.Structure],
+               spec_vector: Iterable[float], kernel_ids: Iterable[int]) -> np.ndarray:
+    """Feature vectors of a C features function taking (struct, spec, kernel id, out), with
+    the kernel id missing (NaN) for a kernel outside the vocabulary, as in the C predictor."""
     spec = _spec_array(spec_vector)
     out = (ctypes.c_double * NFEAT_MAX)()
     result = []
-    for row, kid in zip(rows, kernel_ids, strict=True):
-        n = lib.rv_attention_features(ctypes.byref(to_shape(row)), spec, int(kid), out)
-        vec = list(out[:n])
+    for struct, kid in zip(structs, kernel_ids, strict=True):
+        vec = list(out[:features(ctypes.byref(struct), spec, int(kid), out)])
         if kid < 0:
             vec[0] = float("nan")
         result.append(vec)
     return np.asarray(result, dtype=np.float64)
+
+
+def attention_feature_matrix(rows: Iterable[Mapping[str, object]],
+                             spec_vector: Iterable[float],
+                             kernel_ids: Iterable[int]) -> np.ndarray:
+    """Attention-by-shape feature vectors as the C predictor computes them."""
+    return _by_kernel(native().rv_attention_features, map(to_shape, rows), spec_vector,
+                      kernel_ids)
 
 
 def to_mix(row: Mapping[str, object]) -> AttnMix:
@@ -303,17 +309,8 @@ def attention_mix_feature_matrix(rows: Iterable[Mapping[str, object]],
                                  kernel_ids: Iterable[int]) -> np.ndarray:
     """Mixed-step attention feature vectors (rv_attention_mix_features) of rows with their
     per-sequence lengths."""
-    lib = native()
-    spec = _spec_array(spec_vector)
-    out = (ctypes.c_double * NFEAT_MAX)()
-    result = []
-    for row, kid in zip(rows, kernel_ids, strict=True):
-        n = lib.rv_attention_mix_features(ctypes.byref(to_mix(row)), spec, int(kid), out)
-        vec = list(out[:n])
-        if kid < 0:
-            vec[0] = float("nan")
-        result.append(vec)
-    return np.asarray(result, dtype=np.float64)
+    return _by_kernel(native().rv_attention_mix_features, map(to_mix, rows), spec_vector,
+                      kernel_ids)
 
 
 def moe_feature_matrix(rows: Iterable[Mapping[str, object]],
