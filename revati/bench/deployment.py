@@ -81,6 +81,10 @@ class Deployment:
         # maps the virtual times a client records back to the real time they took
         self.clock: list[tuple[float, float]] = []
 
+    def spawn(self, cmd: list[str], env: dict[str, str], log: Path) -> int:
+        """Start a process of the deployment on its clock and in its network."""
+        return self.tree.spawn(cmd, env | self.network.env(), log)
+
     def virtual_s(self) -> float:
         return self.tk.virtual_ns / 1e9 - self.virtual_start
 

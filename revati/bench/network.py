@@ -10,8 +10,10 @@ the namespace for the deployment's life, so the engine, the clients it starts an
 readiness probes all meet on that loopback, and it returns to the host's network after.
 
 Creating a namespace needs CAP_SYS_ADMIN (root, or a container that grants it). Without it
-the deployment stays on the host's network and its engines bind as they would anyway
-(`revati doctor` says which of the two a run gets)."""
+the deployment stays on the host's network and its processes get REVATI_LOOPBACK_ONLY=1
+(`env()`): the time shim, preloaded into each of them, binds every socket bound to a
+wildcard address to loopback instead (revati/native/time/loopback.c). `revati doctor` says
+which of the two a run gets."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 # struct ifreq as the two ioctls use it: the interface name, its flags, padding to 40 bytes
 IFREQ = struct.Struct("16sH22x")
-HOST_NETWORK = "the host's network (engines may listen beyond loopback)"
+HOST_NETWORK = "the host's network, wildcard binds made loopback"
 PRIVATE_NETWORK = "a private network namespace (loopback only)"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -51,6 +53,11 @@ class PrivateNetwork:
     @property
     def private(self) -> bool:
         return self._host is not None
+
+    def env(self) -> dict[str, str]:
+        """What the deployment's processes need in their environment: on the host's network,
+        loopback-only binds."""
+        return {} if self.private else {"REVATI_LOOPBACK_ONLY": "1"}
 
     def enter(self) -> None:
         host = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)

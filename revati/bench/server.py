@@ -158,7 +158,7 @@ class EmulatedServer:
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
             env["REVATI_CPU_DILATION"] = f"{self.dilation['factor']:.3f}"
             env |= routing_env(load_model(self.model).config)
-            self.pid = pid = self.dep.tree.spawn(
+            self.pid = pid = self.dep.spawn(
                 self.engine.serve_command(self.python, self.folder.model_dir,
                                           self.folder.tokenizer_dir, self.port, self.opts.tp,
                                           self.opts.pp, self.opts.engine_args),
@@ -196,8 +196,8 @@ class EmulatedServer:
         """Run a client of this server (a load generator) on the deployment's virtual clock
         until it exits 0; BenchError when it fails, deadlocks or outlives timeout_s."""
         assert self.dep is not None
-        client = self.dep.tree.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
-                                     | (env or {}), log)
+        client = self.dep.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
+                                | (env or {}), log)
         self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
 
     def run_load(self, opts: BenchOptions, out: Path) -> dict:

@@ -167,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
             env["REVATI_PREDICT_FIXED_NS"] = str(TIMING_NS)
             report = run_probe(env, timing=True)
         checks = compare(spec, report, gpus=args.gpus)
-        # informational: both networks run deployments; the host's exposes their ports
+        # informational: both keep a deployment's ports on loopback
         checks.append(("deployment network", True, network.available()))
     if args.json:
         print(json.dumps([{"check": c, "ok": ok, "detail": d} for c, ok, d in checks], indent=1))

@@ -47,3 +47,42 @@ def test_without_the_capability_a_deployment_says_it_is_on_the_host_network() ->
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(network.HOST_NETWORK) and "not permitted" in r.stdout
+
+
+BINDER = """
+import json, socket
+v4 = socket.socket(socket.AF_INET)
+v4.bind(("0.0.0.0", 0))
+v6 = socket.socket(socket.AF_INET6)
+v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # dual stack, as torch's store
+v6.bind(("::", 0))
+print(json.dumps([v4.getsockname()[0], v6.getsockname()[0]]))
+"""
+DEPLOYMENT = """
+import sys
+from pathlib import Path
+from revati.bench.deployment import Deployment
+from revati.timewarp.runner import emulated_env
+log = Path(sys.argv[1])
+dep = Deployment(cores=1)
+try:
+    pid = dep.spawn([sys.executable, "-c", sys.argv[2]], emulated_env(dep.tk.segment, "warn", {}),
+                    log)
+    dep.wait(pid, None, "binder", 60, log)
+finally:
+    dep.close()
+print(dep.network.where)
+"""
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root to take the capability away")
+def test_without_a_namespace_a_deployment_binds_wildcards_to_loopback(tmp_path: Path) -> None:
+    """Issue #27: where no namespace can be made, what the deployment's processes bind to
+    every interface (vLLM's torch.distributed store) is bound to loopback instead."""
+    log = tmp_path / "binder.log"
+    r = subprocess.run(["setpriv", "--bounding-set=-sys_admin", sys.executable, "-c",
+                        DEPLOYMENT, str(log), BINDER], capture_output=True, text=True,
+                       timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(network.HOST_NETWORK)
+    assert log.read_text().split() == ['["127.0.0.1",', '"::ffff:127.0.0.1"]']
