@@ -61,12 +61,15 @@ def test_bad_input_fails_before_any_trial(tmp_path, monkeypatch, capsys, args, b
     (tmp_path / "bad.csv").write_text("timestamp,input_length,output_length\n"
                                       "0.0,100,10\n0.5,lots,10\n")
     monkeypatch.setattr(sys, "argv", ["revati-tune", *args])
+    shm_before = set(Path("/dev/shm").iterdir())
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("revati-tune: error: ") and bad in lines[0]
+    # no trial, hence no Timekeeper segment and no engine
     assert not list(tmp_path.glob("outputs/revati-tune/*/trials/*"))
+    assert set(Path("/dev/shm").iterdir()) <= shm_before
 
 
 def test_bad_input_from_the_console_script(run_tune, tmp_path):
