@@ -31,7 +31,7 @@ def test_a_deployment_writes_its_processes_gpu_work_as_one_trace(tmp_path):
         env = emulated_env(dep.tk.segment, "warn",
                            emulated_device_env("h200_sxm", 1, tmp_path / "device"))
         env["REVATI_PREDICT_FIXED_NS"] = "3000000"
-        pid = dep.tree.spawn([sys.executable, "-c", PROGRAM], env, log)
+        pid = dep.spawn([sys.executable, "-c", PROGRAM], env, log)
         dep.wait(pid, None, "the program", 60.0, log)
     finally:
         dep.close()

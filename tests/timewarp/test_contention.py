@@ -66,8 +66,8 @@ def test_the_rate_applied_and_the_cpu_bound_time_are_reported(tmp_path) -> None:
     log = tmp_path / "busy.log"
     dep = Deployment(cores=1)
     try:
-        pid = dep.tree.spawn(["taskset", "-c", core, "bash", "-c", script],
-                             emulated_env(dep.tk.segment, "warn", {}), log)
+        pid = dep.spawn(["taskset", "-c", core, "bash", "-c", script],
+                        emulated_env(dep.tk.segment, "warn", {}), log)
         dep.wait(pid, None, "busy processes", 600.0, log)
         c = dep.tk.contention()
     finally:
