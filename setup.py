@@ -63,7 +63,7 @@ PREDICT_SOURCES = ["predict/" + s for s in (
     "roofline.c", "features.c", "kernel_args.c", "shapes.c", "models.c", "dispatch.c",
     "power.c")]
 TIME_SOURCES = ["time/" + s for s in ("core.c", "timeshim.c", "timerfd.c", "timekeeper.c",
-                                      "loopback.c")]
+                                      "host_rate.c", "loopback.c")]
 
 
 setup(

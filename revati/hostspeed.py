@@ -12,6 +12,7 @@ root); `revati bench` and `revati validate` run it before and after the load
 (`host_cpu_ms` in summary.json):
 
     python -m revati.hostspeed [--seconds S] [--warmup S] [--workload python|torch]
+        [--cpu-time]
 
 `--workload torch` times what an engine step's input preparation does with PyTorch on the
 CPU instead (small tensors made from lists, indexed, summed, concatenated and turned back
@@ -72,42 +73,46 @@ def _torch_round(i: int) -> int:
     return len(out) + int(seq.max())
 
 
-def repetition(one_round=_round) -> float:
-    """Seconds one repetition of the workload takes."""
-    t0 = time.perf_counter()
+def repetition(one_round=_round, clock=time.perf_counter) -> float:
+    """Seconds one repetition of the workload takes, by `clock` (the Timekeeper's probe
+    uses the thread's CPU time, so that waiting for a core does not count)."""
+    t0 = clock()
     check = 0
     for i in range(ROUNDS):
         check += one_round(i)
-    elapsed = time.perf_counter() - t0
+    elapsed = clock() - t0
     assert check > 0
     return elapsed
 
 
-def measure(seconds: float = 1.0, warmup_s: float = 1.0, one_round=_round) -> list[float]:
-    """Seconds per repetition, for every repetition timed in `seconds` after `warmup_s` of
-    untimed ones: a CPU that was idle runs slower for its first few hundred milliseconds of
-    work (1.7x on the development VM), and the steady speed is the one both sides can
-    reproduce."""
+def measure(seconds: float = 1.0, warmup_s: float = 1.0, one_round=_round,
+            clock=time.perf_counter) -> list[float]:
+    """Seconds per repetition by `clock`, for every repetition timed in `seconds` after
+    `warmup_s` of untimed ones: a CPU that was idle runs slower for its first few hundred
+    milliseconds of work (1.7x on the development VM), and the steady speed is the one both
+    sides can reproduce."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < warmup_s:
         repetition(one_round)
     times: list[float] = []
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds or len(times) < 5:
-        times.append(repetition(one_round))
+        times.append(repetition(one_round, clock))
     return times
 
 
-def host_cpu_ms(seconds: float = 1.0, warmup_s: float = 1.0) -> float:
+def host_cpu_ms(seconds: float = 1.0, warmup_s: float = 1.0, clock=time.perf_counter) -> float:
     """Median milliseconds per repetition of the Python workload on this host, now."""
-    return round(statistics.median(measure(seconds, warmup_s)) * 1000, 2)
+    return round(statistics.median(measure(seconds, warmup_s, clock=clock)) * 1000, 2)
 
 
 def torch_ms(python: str) -> float:
-    """Median milliseconds per repetition of the torch workload, timed by `python` (an
-    engine's interpreter: the workload needs its PyTorch) in a process of its own."""
+    """Median milliseconds per repetition of the torch workload, timed in the thread's CPU
+    time (a core's speed, whatever else the host runs) by `python` (an engine's interpreter:
+    the workload needs its PyTorch) in a process of its own."""
     proc = subprocess.run([python, "-I", __file__, "--workload", "torch", "--seconds", "1",
-                           "--warmup", "0.5"], capture_output=True, text=True, timeout=300)
+                           "--warmup", "0.5", "--cpu-time"], capture_output=True, text=True,
+                          timeout=300)
     if proc.returncode:
         raise RuntimeError(f"{python} could not time PyTorch's dispatch: "
                            f"{proc.stderr.strip()[-500:]}")
@@ -119,9 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds (default 1)")
     p.add_argument("--warmup", type=float, default=1.0, help="untimed seconds first")
     p.add_argument("--workload", choices=("python", "torch"), default="python")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time each repetition in the thread's CPU time, not real time: a "
+                        "core's speed, whatever else the host runs")
     args = p.parse_args(argv)
     times = measure(args.seconds, args.warmup,
-                    _torch_round if args.workload == "torch" else _round)
+                    _torch_round if args.workload == "torch" else _round,
+                    time.thread_time if args.cpu_time else time.perf_counter)
     print(json.dumps({"workload": args.workload, "seconds": statistics.median(times),
                       "min": min(times), "max": max(times),
                       "reps": len(times), "python": platform.python_version(),

@@ -58,9 +58,11 @@ def _requests_done(client_log: Path) -> str:
 class Deployment:
     """The emulated engine and its load generator on one virtual clock."""
 
-    def __init__(self, cores: int, trace: Path | None = None) -> None:
-        """trace: write every process's GPU work and the clock's jumps there (Chrome trace)
-        when the deployment closes."""
+    def __init__(self, cores: int, trace: Path | None = None,
+                 node_cpu_ms: float | None = None) -> None:
+        """cores, node_cpu_ms: the clock rate's corrections (Timekeeper); trace: write every
+        process's GPU work and the clock's jumps there (Chrome trace) when the deployment
+        closes."""
         self.trace = trace
         self.trace_parts = None if trace is None else trace.with_suffix(".parts")
         if self.trace_parts is not None:
@@ -70,7 +72,7 @@ class Deployment:
         self.network.enter()
         try:
             self.tk = Timekeeper(trace_dir=self.trace_parts, deadlock_timeout_s=120.0,
-                                 cores=cores)
+                                 cores=cores, node_cpu_ms=node_cpu_ms)
             self.tk.start()
         except BaseException:
             self.network.leave()

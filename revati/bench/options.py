@@ -84,16 +84,18 @@ class BenchOptions:
         flag="engine_args", nargs=argparse.REMAINDER, metavar="-- ENGINE FLAGS"))
     log_level: str = field(default="warn", metadata=_cli(
         choices=["error", "warn", "info", "debug"]))
-    # CPU-contention correction (revati run --cores): None uses this host's cores, 0 is off
+    # the clock rate's correction of CPU work (revati run --cores, and the GPU node's speed):
+    # None uses this host's cores, 0 is off
     cores: int | None = field(default=None, metadata=_cli(
-        "CPU-contention correction as for `revati run --cores` (default: auto, this host's "
-        "cores)", type=parse_cores, metavar="N|auto|off"))
+        "count CPU work at the GPU node's speed with a core each, as for `revati run --cores` "
+        "(default: auto, this host's cores; docs/timewarp.md)", type=parse_cores,
+        metavar="N|auto|off"))
     # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
-    # measures it (the GPU node's PyTorch dispatch time over this host's), 1.0 is off
+    # measures it (PyTorch's dispatch on the node beyond the Python workload's speed), 1.0 is off
     cpu_dilation: float | None = field(default=None, metadata=_cli(
-        "GPU-driving threads pay F times their CPU time, for a GPU node whose host is slower "
-        "than this one (default auto: the node's PyTorch dispatch time over this host's, "
-        "from conf/hardware; docs/timewarp.md)", type=parse_dilation, metavar="auto|off|F"))
+        "GPU-driving threads pay F times their CPU time in all (default auto: what the GPU "
+        "node's PyTorch dispatch costs beyond the clock rate's speed, from conf/hardware; "
+        "docs/timewarp.md)", type=parse_dilation, metavar="auto|off|F"))
     # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
     gpu_trace: bool = field(default=False, metadata=_cli(
         "write OUT/gpu_trace.json, a Chrome trace (chrome://tracing, Perfetto) of every "

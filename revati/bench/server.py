@@ -108,23 +108,28 @@ class EmulatedServer:
         self.max_model_len: int | None = None
 
     def host_cpu(self, when: str) -> float:
-        """This host's single-thread speed now (revati.hostspeed), printed beside the GPU
-        node's: CPU work counts in virtual time at this host's speed."""
-        ms = host_cpu_ms(seconds=1.0, warmup_s=0.5)
+        """This host's single-thread speed now (revati.hostspeed, in the thread's CPU time:
+        a core's speed, whatever else runs), printed beside the GPU node's: with the
+        clock-rate correction on (cores), CPU work counts at the node's speed; without it,
+        at this host's."""
+        ms = host_cpu_ms(seconds=1.0, warmup_s=0.5, clock=time.thread_time)
         ref = self.gpu_node_cpu_ms
         note = f"host CPU {ms:.1f} ms per repetition {when}"
         if ref:
             note += f" (the {self.hardware} node's host: {ref:.1f} ms)"
-            if ms > 1.15 * ref:
-                note += (f": this host runs {ms / ref:.2f}x slower now, so TTFT and CPU-bound "
-                         f"steps read high")
+            if not self.cores and ms > 1.15 * ref:
+                note += (f": this host runs {ms / ref:.2f}x slower now and --cores is off, so "
+                         f"TTFT and CPU-bound steps read high")
         print(f"[revati bench] {note}", flush=True)
         return ms
 
     def cpu_dilation(self) -> dict[str, float | None]:
-        """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "The GPU node's host CPU"):
-        the option's factor, or else the node's PyTorch dispatch time over this host's, timed
-        now with the engine's interpreter; at least 1, since a slower host cannot be sped up."""
+        """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "GPU-driving threads"): the
+        option's factor, or else what PyTorch's dispatch adds to the clock rate's speed for
+        the threads that drive a GPU. The rate counts every thread's CPU work at the node's
+        speed for the Python workload (the node's time over this host's, s); dispatch runs t
+        times slower there (timed now with the engine's interpreter), so those threads pay
+        1 + t - s times their CPU time in all; at least 1, since a sleep cannot be undone."""
         ref = self.gpu_node_torch_ms
         if self.opts.cpu_dilation is not None or ref is None:
             factor = self.opts.cpu_dilation or 1.0
@@ -133,22 +138,24 @@ class EmulatedServer:
             ms = torch_ms(str(self.python))
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
             raise BenchError(str(e)) from e
-        factor = round(max(1.0, ref / ms), 3)
-        note = (f"GPU-driving threads pay their CPU time x{factor:.2f}" if ref >= ms else
-                f"this host is {ms / ref:.2f}x slower, so CPU-bound steps read long")
+        speed = (self.gpu_node_cpu_ms / self.host_cpu_ms_before
+                 if self.cores and self.gpu_node_cpu_ms else 1.0)
+        factor = round(max(1.0, 1.0 + ref / ms - speed), 3)
         print(f"[revati bench] PyTorch dispatch {ms:.1f} ms per repetition here, {ref:.1f} ms on "
-              f"the {self.hardware} node's host: {note}", flush=True)
+              f"the {self.hardware} node's host: GPU-driving threads pay their CPU time "
+              f"x{factor:.2f}", flush=True)
         return {"factor": factor, "host_torch_ms": ms, "gpu_node_torch_ms": ref}
 
     def __enter__(self) -> EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
+        self.cores = host_cores() if self.opts.cores is None else self.opts.cores
         self.host_cpu_ms_before = self.host_cpu("before the engine starts")
         self.dilation = self.cpu_dilation()
         wall0 = time.monotonic()
-        self.cores = host_cores() if self.opts.cores is None else self.opts.cores
         self.dep = Deployment(self.cores,
-                              self.out / "gpu_trace.json" if self.opts.gpu_trace else None)
+                              self.out / "gpu_trace.json" if self.opts.gpu_trace else None,
+                              self.gpu_node_cpu_ms)
         self.totals = self.out / "predictor_totals"
         shutil.rmtree(self.totals, ignore_errors=True)
         self.totals.mkdir()

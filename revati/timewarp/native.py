@@ -27,6 +27,7 @@ def timekeeper_lib() -> ctypes.CDLL:
     lib.rv_tk_report.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.rv_tk_now.restype = ctypes.c_int64
     lib.rv_tk_set_cores.argtypes = [ctypes.c_int]
+    lib.rv_tk_set_speed.argtypes = [ctypes.c_int64]
     lib.rv_tk_contention.argtypes = [ctypes.POINTER(ctypes.c_double)]
     lib.rv_tk_jumps.restype = ctypes.c_uint32
     lib.rv_tk_pids.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]

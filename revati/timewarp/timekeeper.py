@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from revati.timewarp.host_probe import HostProbe
 from revati.timewarp.native import timekeeper_lib
 
 # glibc uses SIGRTMIN..SIGRTMIN+2 itself; applications rarely touch the top of the range.
@@ -58,11 +59,12 @@ def _remove_orphan_segments(shm_dir: Path) -> None:
 
 @dataclass(frozen=True)
 class Contention:
-    """How much CPU contention slowed virtual time (Timekeeper(cores=N) only)."""
+    """How the rate of virtual time was set while CPU work ran (Timekeeper(cores=N) only):
+    the contention share and the host's factor (docs/timewarp.md, "One rate for CPU work")."""
 
     sampled_s: float      # real seconds the Timekeeper watched
     contended_s: float    # of them, with the emulated threads short of a core each
-    virtual_s: float      # the virtual seconds the contended real seconds became
+    virtual_s: float      # the virtual seconds the contended real seconds became at their share
     mean_runnable: float  # runnable emulated threads, on average over the samples
     # CPU-bound time: the real seconds watched with an emulated thread running, the virtual
     # seconds they became, and the lowest and highest rate of virtual time among them (1:
@@ -71,6 +73,19 @@ class Contention:
     cpu_virtual_s: float
     rate_min: float
     rate_max: float
+    # the host's factor in that rate over the CPU-bound time (the GPU node's CPU speed over
+    # this host's, less stolen time; 1 without a node speed and no steal): lowest, mean,
+    # highest; and the mean share of CPU time the hypervisor stole
+    host_min: float
+    host_mean: float
+    host_max: float
+    steal_mean: float
+    # hand-offs: real seconds in which no emulated thread ran and the clock could not jump
+    # (a send's grace period, a woken thread not yet on a CPU), and the virtual seconds they
+    # became
+    handoff_real_s: float
+    handoff_virtual_s: float
+    handoffs: float
 
     def __str__(self) -> str:
         return (f"{self.contended_s:.1f} of {self.sampled_s:.1f} real seconds had the "
@@ -105,14 +120,18 @@ class Timekeeper:
     """One virtual clock. Processes attach through the REVATI_SHM environment variable."""
 
     def __init__(self, trace_dir: Path | None = None, deadlock_timeout_s: float = 30.0,
-                 stall_s: float = 0.02, restart: bool = False, cores: int = 0) -> None:
+                 stall_s: float = 0.02, restart: bool = False, cores: int = 0,
+                 node_cpu_ms: float | None = None) -> None:
         """restart: keep deciding jumps after a deadlock was detected (a shared server
         reports it to its clients and carries on); otherwise the loop ends there.
         cores: correct for CPU contention, as if the emulated threads shared this many
         cores: virtual time runs at the share of a core each running thread gets, the
         smaller of cores/runnable and the share the kernel's schedstat shows they got
         (which sees other programs too; docs/timewarp.md); 0 counts real time as it
-        passes."""
+        passes.
+        node_cpu_ms: the GPU node's revati.hostspeed time (hardware spec); with cores, CPU
+        work also counts at the node's speed, which a probe thread measures here throughout
+        the run (host_probe.py)."""
         self.lib = timekeeper_lib()
         shm_dir = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         _remove_orphan_segments(shm_dir)
@@ -122,6 +141,7 @@ class Timekeeper:
         if rc != 0:
             raise OSError(-rc, f"cannot create the Timekeeper segment {self.segment}")
         self.lib.rv_tk_set_cores(cores)
+        self.probe = HostProbe(self.lib, node_cpu_ms) if cores and node_cpu_ms else None
         self.deadlock_timeout_s = deadlock_timeout_s
         self.stall_s = stall_s
         self.restart = restart
@@ -130,6 +150,8 @@ class Timekeeper:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        if self.probe:
+            self.probe.start()
         self._thread = threading.Thread(target=self._loop, name="timekeeper", daemon=True)
         self._thread.start()
 
@@ -151,6 +173,8 @@ class Timekeeper:
 
     def stop(self) -> None:
         self._stopping = True
+        if self.probe:
+            self.probe.stop()
         self.lib.rv_tk_stop()
         if self._thread:
             self._thread.join(timeout=5)
@@ -172,7 +196,7 @@ class Timekeeper:
         return self.lib.rv_tk_now()
 
     def contention(self) -> Contention:
-        out = (ctypes.c_double * 8)()
+        out = (ctypes.c_double * 15)()
         self.lib.rv_tk_contention(out)
         return Contention(*out)
 

@@ -9,10 +9,10 @@ Derived metrics:
 - cost_per_million_tokens: GPU cost (hardware price_per_gpu_hour_usd x num_gpus) of
   serving one million tokens (input + output) at the measured total_token_throughput.
 - host_cpu_ms: this host's single-thread CPU speed (revati.hostspeed, ms per repetition),
-  the slower of its measurements before and after the load: CPU work counts in virtual time
-  at this speed, so trials run while the host was slow read high TTFT.
-- cpu_dilation: how many times the engine's GPU-driving threads paid their CPU time (the
-  GPU node's PyTorch dispatch time over this host's; docs/timewarp.md).
+  the slower of its measurements before and after the load (the clock rate corrects CPU
+  work to the GPU node's speed; a trial run on a much slower host leaned on that more).
+- cpu_dilation: how many times the engine's GPU-driving threads paid their CPU time in all
+  (PyTorch's dispatch beyond the clock rate's speed; docs/timewarp.md).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import ipaddress
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,11 +115,13 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     # this host's CPU speed, before and after, beside the GPU node's (conf/hardware)
     host = s["revati"]["host_cpu_ms"]
     assert host["gpu_node"] == 17.3 and 1 < host["before"] < 1000 and 1 < host["after"] < 1000
-    # GPU-driving threads paid their CPU time at the node's PyTorch dispatch speed (or at
-    # this host's, if it is the slower one)
+    # GPU-driving threads paid what the node's PyTorch dispatch costs beyond the clock
+    # rate's speed (the Python workload's, timed at the same moment)
     d = s["revati"]["cpu_dilation"]
     assert d["gpu_node_torch_ms"] == 15.1 and 1 < d["host_torch_ms"] < 1000
-    assert d["factor"] == pytest.approx(max(1.0, 15.1 / d["host_torch_ms"]), abs=1e-3)
+    speed = 17.3 / host["before"]
+    assert d["factor"] == pytest.approx(max(1.0, 1 + 15.1 / d["host_torch_ms"] - speed),
+                                        abs=2e-3)
     assert s["total_output_tokens"] == 20 * 32
     assert s["output_throughput"] * s["duration"] == pytest.approx(20 * 32, rel=1e-6)
     assert s["request_throughput"] * s["duration"] == pytest.approx(20, rel=1e-6)
@@ -135,10 +139,14 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     assert 0 < m["attention_by_batch_s"] < whole
     # vLLM logs any kernel it compiles while serving: a list, empty for a warm server
     assert isinstance(s["jit_during_measured"], list)
-    # CPU work's share of the virtual time and the rate it ran at (issue #24, item 4)
+    # CPU work's share of the virtual time and the rate it ran at (issue #24, item 4): the
+    # host's factor in it is the node's speed over this host's, which the probe read
     r = s["revati"]["virtual_clock"]
-    assert 0 < r["rate_min"] <= r["rate_mean"] <= r["rate_max"] <= 1
+    assert 0 < r["rate_min"] <= r["rate_mean"] <= r["rate_max"]
     assert 0 < r["cpu_bound_share"] <= 1
+    c = s["revati"]["cpu_contention"]
+    assert 0 < c["host_min"] <= c["host_mean"] <= c["host_max"]
+    assert c["host_mean"] == pytest.approx(speed, rel=0.3) and 0 <= c["steal_mean"] < 1
 
 
 def test_trace_replay_sends_each_request_at_its_virtual_time(server: EmulatedServer,
@@ -174,3 +182,38 @@ def test_sharegpt_lengths_fit_the_engine_and_follow_the_seed(server: EmulatedSer
     rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert [(int(r["input_tokens"]), int(r["output_tokens"])) for r in rows] == [
         (r.input_len, r.output_len) for r in sharegpt(6, 5, max_len=4096)]
+
+
+# How far a busy host may move mean TPOT and output throughput (issue #24, done-when 4): the
+# widest difference seen between the two loads below in quiet runs and under .ci/stress, with
+# room (docs/testing.md, "What a test may assert").
+BUSY_HOST_BOUND = 0.10
+
+
+def test_a_busy_host_leaves_tpot_and_throughput_alone(server: EmulatedServer,
+                                                      tmp_path: Path) -> None:
+    """The same load, then again with a busy process pinned to each core competing at the
+    same priority: the clock rate counts the engine's CPU work at the GPU node's speed with a
+    core to itself, so the emulated figures hold while the host's speed halves."""
+    def load(name: str) -> dict:
+        opts = BenchOptions(model="llama3_8b", hardware="h200", out=tmp_path / name,
+                            input_len=256, output_len=64, num_prompts=32, request_rate=16.0,
+                            seed=3, num_warmups=4)
+        return server.run_load(opts, tmp_path / name)
+
+    quiet = load("quiet")
+    busy = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", "while True: pass"])
+            for c in os.sched_getaffinity(0)]
+    try:
+        loaded = load("busy")
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    print(f"quiet/busy: TPOT {quiet['mean_tpot_ms']:.3f}/{loaded['mean_tpot_ms']:.3f} ms, "
+          f"{quiet['output_throughput']:.1f}/{loaded['output_throughput']:.1f} tok/s, TTFT "
+          f"{quiet['mean_ttft_ms']:.2f}/{loaded['mean_ttft_ms']:.2f} ms")
+    assert loaded["completed"] == quiet["completed"] == 32
+    assert loaded["mean_tpot_ms"] == pytest.approx(quiet["mean_tpot_ms"], rel=BUSY_HOST_BOUND)
+    assert loaded["output_throughput"] == pytest.approx(quiet["output_throughput"],
+                                                        rel=BUSY_HOST_BOUND)

@@ -1,16 +1,20 @@
-"""CPU-contention correction (`revati run --cores N`): while more emulated threads are
-runnable than N cores, virtual time runs at N/runnable of real speed, so CPU work costs
-the virtual time it would take with a core of its own."""
+"""The rate of virtual time while CPU work runs (`revati run --cores N`, docs/timewarp.md,
+"One rate for CPU work"): while more emulated threads are runnable than N cores, virtual time
+runs at their share of a core, so CPU work costs the virtual time it would take with a core
+of its own; and at the GPU node's speed over this host's."""
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 
 import pytest
 
 from revati.bench.deployment import Deployment
 from revati.bench.results import clock_rates
+from revati.hostspeed import repetition
 from revati.timewarp.runner import emulated_env
 from revati.timewarp.timekeeper import host_cores, parse_cores
 from tests.timewarp.conftest import revati_run
@@ -78,3 +82,24 @@ def test_the_rate_applied_and_the_cpu_bound_time_are_reported(tmp_path) -> None:
     rates = clock_rates(c, dep.virtual_s())
     assert rates["rate_min"] <= rates["rate_mean"] <= rates["rate_max"]
     assert 0 < rates["cpu_bound_share"] <= 1
+
+
+def test_cpu_work_counts_at_the_node_speed(tmp_path) -> None:
+    """A GPU node whose host runs the probe's workload in twice this host's time: a process
+    that spins for CPU_S of its CPU time reads about twice that in virtual time, whatever
+    else this host runs (the share corrects for that; the probe times its own CPU)."""
+    here_ms = statistics.median(repetition(clock=time.thread_time) * 1000 for _ in range(5))
+    log = tmp_path / "busy.log"
+    out = tmp_path / "virtual_s"
+    dep = Deployment(cores=1, node_cpu_ms=2 * here_ms)
+    try:
+        pid = dep.spawn(["taskset", "-c", str(min(os.sched_getaffinity(0))), "bash", "-c",
+                         f"{sys.executable} -c '{BUSY}' > {out}"],
+                        emulated_env(dep.tk.segment, "warn", {}), log)
+        dep.wait(pid, None, "busy process", 600.0, log)
+        c = dep.tk.contention()
+    finally:
+        dep.close()
+    # the probe's median of seven readings scatters by a few per cent (docs/timewarp.md)
+    assert 1.6 < c.host_mean < 2.5 and c.host_min <= c.host_mean <= c.host_max
+    assert 1.6 * CPU_S < float(out.read_text()) < 2.5 * CPU_S

@@ -163,9 +163,10 @@ int64_t rv_virtual_ns(clockid_t clk) {
 }
 
 int64_t rv_real_for_virt(int64_t vleft, int64_t rate_ppm) {
-    if (vleft <= 0 || vleft == RV_NO_DEADLINE || rate_ppm >= RV_RATE_ONE || rate_ppm <= 0)
+    if (vleft <= 0 || vleft == RV_NO_DEADLINE || rate_ppm == RV_RATE_ONE || rate_ppm <= 0)
         return vleft;
-    /* slower virtual time: the same virtual wait takes longer in real time */
+    /* slower virtual time: the same virtual wait takes longer in real time; faster: shorter
+     * (rounded up, so it never ends before its virtual deadline) */
     return (int64_t)((__int128)vleft * RV_RATE_ONE / rate_ppm) + 1;
 }
 

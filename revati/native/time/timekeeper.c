@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core_int.h"
+#include "host_rate.h"
 
 #define RV_GRACE_NS 30000LL         /* after the last send */
 #define RV_RETRY_NS 20000LL         /* a thread was runnable: look again soon */
@@ -66,10 +67,24 @@ static int cores; /* 0: no contention correction */
 static int64_t sampled_real, dilated_real, dilated_virt, samples, runnable_sum;
 /* CPU-bound time: the real time sampled with an emulated thread running, the virtual time it
  * became, and the lowest and highest rate such an interval ran at (ppm) */
-static int64_t busy_real, busy_virt, busy_rate_min = RV_RATE_ONE, busy_rate_max;
-/* the measured share: on-CPU and run-queue ns of running threads in the current window, the
- * window's real length, and the share the last full window gave (ppm) */
-static int64_t window_run, window_wait, window_real, share_ppm = RV_RATE_ONE;
+static int64_t busy_real, busy_virt, busy_rate_min = INT64_MAX, busy_rate_max;
+/* the contention share the last sample set (the rate's other factor is the host's) */
+static int64_t last_share = RV_RATE_ONE;
+/* the measured share: on-CPU and run-queue ns of running threads in each of the last
+ * RV_SHARE_SAMPLES samples (a ring, `at` the next to overwrite) and the share they give
+ * (ppm). A sliding window: a tumbling one applied each window's share through the whole
+ * next window, so contention that began or ended counted late by a window on average. */
+#define RV_SHARE_SAMPLES (RV_SHARE_WINDOW_NS / RV_SAMPLE_NS)
+static struct { int64_t run, wait; } window[RV_SHARE_SAMPLES];
+static int window_at;
+static int64_t share_ppm = RV_RATE_ONE;
+/* the host's factor (host_rate.c) over CPU-bound time: lowest, highest, and summed x real
+ * ns, as is the steal share */
+static int64_t host_min, host_max;
+static __int128 host_sum, steal_sum;
+/* hand-offs: real time with no emulated thread running in which the clock could not jump (a
+ * send's grace period, a thread woken but not yet on a CPU), and the virtual time it became */
+static int64_t handoff_real, handoff_virt, handoffs;
 
 /* Virtual now of real CLOCK_MONOTONIC ns (the only writer reads its own map). */
 static int64_t virt_at(int64_t real) {
@@ -116,9 +131,14 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     fds_set = true;
     sampled_real = dilated_real = dilated_virt = samples = runnable_sum = 0;
     busy_real = busy_virt = busy_rate_max = 0;
-    busy_rate_min = RV_RATE_ONE;
-    window_run = window_wait = window_real = 0;
-    share_ppm = RV_RATE_ONE;
+    busy_rate_min = INT64_MAX;
+    memset(window, 0, sizeof window);
+    window_at = 0;
+    share_ppm = last_share = RV_RATE_ONE;
+    host_min = host_max = 0;
+    host_sum = steal_sum = 0;
+    handoff_real = handoff_virt = handoffs = 0;
+    rv_host_rate_reset();
     S->version = RV_SHM_VERSION;
     int64_t now = rv_real_ns(CLOCK_MONOTONIC);
     set_map(now, now, RV_RATE_ONE); /* virtual time starts at real time */
@@ -197,7 +217,7 @@ static char task_state(int i, const struct rv_thread *t) {
 }
 
 /* Add what running thread i spent on a CPU and waiting for one since the last sample (when
- * it was running then too) to the current window. */
+ * it was running then too) to the window's current sample. */
 static void add_sched_time(int i, const struct rv_thread *t) {
     char buf[128];
     long long run, wait;
@@ -207,8 +227,8 @@ static void add_sched_time(int i, const struct rv_thread *t) {
     int pid = atomic_load(&t->pid);
     if (sched_seen[i].sample == samples - 1 && sched_seen[i].pid == pid &&
         sched_seen[i].tid == t->tid) {
-        window_run += run - sched_seen[i].run;
-        window_wait += wait - sched_seen[i].wait;
+        window[window_at].run += run - sched_seen[i].run;
+        window[window_at].wait += wait - sched_seen[i].wait;
     }
     sched_seen[i].run = run;
     sched_seen[i].wait = wait;
@@ -374,9 +394,9 @@ static int64_t wake_due(int64_t now_v) {
     return next;
 }
 
-/* Set the clock rate for the next interval from the running emulated threads' share of a
- * core (see the top of this file). The interval just ended ran at the rate set by the
- * previous sample. */
+/* Set the clock rate for the next interval: the running emulated threads' share of a core
+ * (see the top of this file) times the host's factor (host_rate.c). The interval just ended
+ * ran at the rate set by the previous sample. */
 static void sample_contention(int64_t now, int64_t interval) {
     int runnable = 0, running = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
@@ -388,6 +408,8 @@ static void sample_contention(int64_t now, int64_t interval) {
         if (task_state(j, t) == 'R') runnable++;
         add_sched_time(j, t);
     }
+    rv_host_rate_sample(now);
+    int64_t host = rv_host_rate_ppm();
     int64_t rate = atomic_load(&S->rate_ppm);
     sampled_real += interval;
     if (running) { /* the interval's virtual time was CPU work's, at this rate */
@@ -395,26 +417,36 @@ static void sample_contention(int64_t now, int64_t interval) {
         busy_virt += rv_map_virt(0, 0, rate, interval);
         if (rate < busy_rate_min) busy_rate_min = rate;
         if (rate > busy_rate_max) busy_rate_max = rate;
+        if (!host_min || host < host_min) host_min = host;
+        if (host > host_max) host_max = host;
+        host_sum += (__int128)host * interval;
+        steal_sum += (__int128)rv_host_steal_ppm() * interval;
     }
-    if (rate < RV_RATE_ONE) {
+    if (last_share < RV_RATE_ONE) {
         dilated_real += interval;
-        dilated_virt += rv_map_virt(0, 0, rate, interval);
+        dilated_virt += rv_map_virt(0, 0, last_share, interval);
     }
     samples++;
     runnable_sum += runnable;
-    window_real += interval;
-    if (window_real >= RV_SHARE_WINDOW_NS) {
-        /* a window in which the threads were runnable for under a millisecond in all says
-         * nothing new: the share stays */
-        if (window_run + window_wait >= 1000000) {
-            int64_t share = RV_RATE_ONE * window_run / (window_run + window_wait);
-            share_ppm = share >= RV_SHARE_FULL_PPM ? RV_RATE_ONE : share < RV_RATE_ONE / 100
-                                                                       ? RV_RATE_ONE / 100 : share;
-        }
-        window_run = window_wait = window_real = 0;
+    int64_t run = 0, wait = 0;
+    for (int k = 0; k < RV_SHARE_SAMPLES; k++) {
+        run += window[k].run;
+        wait += window[k].wait;
     }
-    int64_t next = runnable > cores ? RV_RATE_ONE * cores / runnable : RV_RATE_ONE;
-    if (share_ppm < next) next = share_ppm;
+    /* threads runnable for under a millisecond in all over the window say nothing new: the
+     * share stays */
+    if (run + wait >= 1000000) {
+        int64_t got = RV_RATE_ONE * run / (run + wait);
+        share_ppm = got >= RV_SHARE_FULL_PPM ? RV_RATE_ONE
+                    : got < RV_RATE_ONE / 100 ? RV_RATE_ONE / 100 : got;
+    }
+    window_at = (window_at + 1) % RV_SHARE_SAMPLES;
+    window[window_at].run = window[window_at].wait = 0;
+    int64_t share = runnable > cores ? RV_RATE_ONE * cores / runnable : RV_RATE_ONE;
+    if (share_ppm < share) share = share_ppm;
+    last_share = share;
+    int64_t next = share * host / RV_RATE_ONE;
+    if (next < RV_RATE_ONE / 100) next = RV_RATE_ONE / 100;
     if (next != rate) set_map(now, virt_at(now), next);
 }
 
@@ -466,6 +498,8 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
 RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
     if (stall_limit_ns > 0) stall_ns = stall_limit_ns;
     int64_t last_reap = 0, idle_since = 0, last_sample = rv_real_ns(CLOCK_MONOTONIC);
+    int64_t handoff_at = 0;
+    bool in_handoff = false;
     while (!stop_flag) {
         uint32_t seen = atomic_load(&S->tk_futex);
         int64_t now = rv_real_ns(CLOCK_MONOTONIC);
@@ -482,8 +516,20 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
                            ? RV_REAP_NS
                            : rv_real_for_virt(next - now_v, atomic_load(&S->rate_ppm));
         int64_t retry = left < RV_REAP_NS ? left : RV_REAP_NS;
+        if (handoff_at) {
+            handoff_real += now - handoff_at;
+            handoff_virt += rv_map_virt(0, 0, atomic_load(&S->rate_ppm), now - handoff_at);
+            handoff_at = 0;
+        }
         enum step st = try_jump(false, &retry);
         if (st == STEP_BUSY && running_threads_stalled(now)) st = try_jump(true, &retry);
+        if (st == STEP_RETRY && retry > 0) {
+            if (!in_handoff) handoffs++;
+            in_handoff = true;
+            handoff_at = now;
+        } else {
+            in_handoff = false;
+        }
         if (st == STEP_JUMPED) {
             idle_since = 0;
             continue;
@@ -526,11 +572,15 @@ RV_EXPORT int64_t rv_tk_now(void) { return virt_at(rv_real_ns(CLOCK_MONOTONIC));
 
 RV_EXPORT void rv_tk_set_cores(int n) { cores = n > 0 ? n : 0; }
 
-/* Contention statistics: out[0] real seconds sampled, out[1] of them with more runnable
- * emulated threads than cores, out[2] the virtual seconds those became, out[3] the mean
- * number of runnable emulated threads; out[4] the real seconds sampled with an emulated
- * thread running (CPU-bound), out[5] the virtual seconds those became, out[6] and out[7]
- * the lowest and highest rate of virtual time in them (1: real time; 0 when none). */
+/* Clock-rate statistics: out[0] real seconds sampled, out[1] of them with the emulated
+ * threads short of a core each (contention), out[2] the virtual seconds those would have
+ * become at the contention share alone, out[3] the mean number of runnable emulated threads;
+ * out[4] the real seconds sampled with an emulated thread running (CPU-bound), out[5] the
+ * virtual seconds those became, out[6] and out[7] the lowest and highest rate of virtual
+ * time in them (1: real time); out[8], out[9] and out[10] the host's factor in them (lowest,
+ * mean, highest; host_rate.c) and out[11] the mean share of CPU time stolen (0 when none);
+ * out[12] and out[13] the real and virtual seconds of hand-offs (no thread running, no jump
+ * possible: a send's grace period or a woken thread not yet on a CPU), out[14] their number. */
 RV_EXPORT void rv_tk_contention(double *out) {
     out[0] = sampled_real / 1e9;
     out[1] = dilated_real / 1e9;
@@ -540,6 +590,13 @@ RV_EXPORT void rv_tk_contention(double *out) {
     out[5] = busy_virt / 1e9;
     out[6] = busy_real ? (double)busy_rate_min / RV_RATE_ONE : 0.0;
     out[7] = busy_real ? (double)busy_rate_max / RV_RATE_ONE : 0.0;
+    out[8] = busy_real ? (double)host_min / RV_RATE_ONE : 0.0;
+    out[9] = busy_real ? (double)(host_sum / busy_real) / RV_RATE_ONE : 0.0;
+    out[10] = busy_real ? (double)host_max / RV_RATE_ONE : 0.0;
+    out[11] = busy_real ? (double)(steal_sum / busy_real) / RV_RATE_ONE : 0.0;
+    out[12] = handoff_real / 1e9;
+    out[13] = handoff_virt / 1e9;
+    out[14] = (double)handoffs;
 }
 RV_EXPORT uint32_t rv_tk_jumps(void) { return atomic_load(&S->jumps); }
 
