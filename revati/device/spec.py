@@ -88,16 +88,23 @@ class HardwareSpec:
     # docs/predictor.md "Sustained load"): keys POWER_KEYS; None: not modelled
     sustained_power: Mapping[str, float] | None = None
     # The GPU node's host CPU: `python -m revati.hostspeed` measured there (ms per repetition;
-    # None: not measured), to tell how this host's CPU compares (docs/limits.md)
+    # None: not measured): CPU work counts at the node's speed (docs/timewarp.md, "One rate
+    # for CPU work")
     host_cpu_ms: float | None = None
     # The same node's PyTorch operator dispatch (`python -m revati.hostspeed --workload
-    # torch` there): `revati bench` makes GPU-driving threads pay their CPU time at the
-    # node's speed (REVATI_CPU_DILATION, docs/timewarp.md); None: not measured, no dilation
+    # torch` there): `revati bench` makes GPU-driving threads pay what that dispatch adds
+    # beyond the Python workload's speed (REVATI_CPU_DILATION, docs/timewarp.md); None: not
+    # measured, no dilation
     host_torch_ms: float | None = None
     # How many launches (kernels, copies, memsets, graphs) a stream holds before the next
     # launch call blocks its thread until the GPU has started the oldest of them (measured:
     # tools/calibrate/launch_queue_h200.py); None: unbounded
     launch_queue: int | None = None
+    # Collective durations t = alpha + wire bytes / bus bandwidth: collective (COLLECTIVE_OPS)
+    # -> rank count -> (alpha_us, busbw_gbps); what the predictor gives collectives and vLLM's
+    # custom all-reduce that no model covers (revati/predict/data/collectives/README.md);
+    # None: the NVLink roofline
+    collectives: Mapping[str, Mapping[int, tuple[float, float]]] | None = None
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -214,6 +221,7 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         host_cpu_ms=_optional_positive(raw, "host_cpu_ms", path),
         host_torch_ms=_optional_positive(raw, "host_torch_ms", path),
         launch_queue=None if raw.get("launch_queue") is None else num("launch_queue"),
+        collectives=_collectives(raw.get("collectives"), path),
     )
 
 
@@ -236,6 +244,40 @@ def _sustained_power(raw: Any, path: pathlib.Path) -> dict[str, float] | None:
         raise SpecError(f"{path}: sustained_power slowdowns are factors >= 1")
     if not out["throttle_onset"] < out["throttle_full"] <= 1:
         raise SpecError(f"{path}: sustained_power needs throttle_onset < throttle_full <= 1")
+    return out
+
+
+# Collectives of the `collectives` table, mirrored by coll_table_names in
+# native/predict/roofline.c. send/recv is one pair of GPUs whatever the communicator's size.
+COLLECTIVE_OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "sendrecv",
+                  "custom_allreduce_1stage", "custom_allreduce_2stage")
+MAX_COLLECTIVE_RANKS = 8  # the predictor's table holds 2..8 ranks (one NVSwitch node)
+
+
+def _collectives(raw: Any,
+                 path: pathlib.Path) -> dict[str, dict[int, tuple[float, float]]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {*COLLECTIVE_OPS, "measured"}:
+        raise SpecError(f"{path}: collectives takes {', '.join(COLLECTIVE_OPS)}")
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for op in COLLECTIVE_OPS:
+        table = raw.get(op) or {}
+        if not isinstance(table, Mapping):
+            raise SpecError(f"{path}: collectives.{op} must map rank counts to entries")
+        for n, value in table.items():
+            what = f"collectives.{op}.{n}"
+            if not (isinstance(n, int) and 2 <= n <= MAX_COLLECTIVE_RANKS):
+                raise SpecError(f"{path}: {what}: ranks must be 2..{MAX_COLLECTIVE_RANKS}")
+            if not (isinstance(value, list) and len(value) == 2):
+                raise SpecError(f"{path}: {what} must be [alpha_us, busbw_gbps]")
+            try:
+                alpha = float(value[0])
+            except (TypeError, ValueError):
+                alpha = math.nan
+            if not (math.isfinite(alpha) and alpha >= 0):
+                raise SpecError(f"{path}: {what}: alpha_us must be >= 0, got {value[0]!r}")
+            out.setdefault(op, {})[n] = (alpha, _positive(value[1], what, path, float))
     return out
 
 
@@ -274,6 +316,8 @@ def flat_lines(spec: HardwareSpec) -> list[str]:
         lines += [f"power.{k} {v!r}" for k, v in spec.sustained_power.items()]
     if spec.launch_queue:
         lines.append(f"launch_queue {spec.launch_queue}")
+    for op, table in (spec.collectives or {}).items():
+        lines += [f"collective.{op}.{n} {a!r} {b!r}" for n, (a, b) in sorted(table.items())]
     return lines
 
 

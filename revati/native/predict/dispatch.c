@@ -128,9 +128,22 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
     } else {
         fam = family_by_op(l->op);
     }
+    /* vLLM's custom all-reduce runs on several GPUs at once, so no profile of one GPU has it:
+     * the spec's collective table predicts it unless a model knows the kernel by name. */
+    if (l->op == RV_OP_KERNEL) {
+        int64_t ns = custom_allreduce_ns(l);
+        if (ns >= 0 && (fam < 0 || !g_fam[fam].booster || vocab_id(hash, fam) < 0)) {
+            *source = RV_SRC_ROOFLINE;
+            return ns;
+        }
+    }
     if (fam < 0 || !g_fam[fam].booster) {
         *source = RV_SRC_ROOFLINE;
-        return a ? rv_attention_roofline_ns(a, g_spec) : rv_roofline_ns(l, g_spec);
+        if (a) return rv_attention_roofline_ns(a, g_spec);
+        /* The table applies here, not in rv_roofline_ns: that is the base the models learnt
+         * their corrections against, on the profiled GPU's spec (which has no table) and as
+         * the trainer computes it in Python (which reads no spec file). */
+        return l->op == RV_OP_COLLECTIVE ? collective_ns(l) : rv_roofline_ns(l, g_spec);
     }
     int kid = l->op == RV_OP_KERNEL ? vocab_id(hash, fam) : -1;
     int n = rv_features(l, g_model_spec, kid, x);

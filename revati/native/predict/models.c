@@ -17,6 +17,7 @@ static const char *const power_keys[PW_N] = {
     "power.gemm_slowdown", "power.attention_slowdown", "power.time_constant_ms",
     "power.throttle_onset", "power.throttle_full"};
 double g_power[PW_N];
+double g_coll[CT_N][CT_MAX_RANKS + 1][2];
 double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 int g_moe_experts, g_moe_top_k; /* REVATI_MOE: the served model's routing (0: none) */
 int64_t g_fixed_ns = -1;
@@ -47,6 +48,28 @@ uint64_t fnv1a(const void *p, size_t n, uint64_t h)
     return h;
 }
 
+/* A "collective.<name>.<ranks> <alpha_us> <busbw_gbps>" line of the spec, `name` past the
+ * prefix. Said loudly when malformed: spec.py writes what this reads, so a mismatch is a bug. */
+static void load_collective(const char *name, const char *line)
+{
+    const char *dot = strrchr(name, '.');
+    char *end;
+    long n = dot ? strtol(dot + 1, &end, 10) : 0;
+    double alpha, busbw;
+    int entry = -1;
+    for (int i = 0; dot && i < CT_N; i++)
+        if (strlen(coll_table_names[i]) == (size_t)(dot - name) &&
+            !strncmp(name, coll_table_names[i], dot - name))
+            entry = i;
+    if (entry < 0 || n < 2 || n > CT_MAX_RANKS || *end ||
+        sscanf(line, "%*s %lf %lf", &alpha, &busbw) != 2 || !(alpha >= 0) || !(busbw > 0)) {
+        fprintf(stderr, "revati predict: REVATI_HW_SPEC: bad collective line: %s", line);
+        abort();
+    }
+    g_coll[entry][n][0] = alpha;
+    g_coll[entry][n][1] = busbw;
+}
+
 static void load_spec(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -60,6 +83,7 @@ static void load_spec(const char *path)
             if (!strcmp(key, spec_keys[i])) { g_spec[i] = strtod(val, NULL); seen[i] = 1; }
         for (int i = 0; i < PW_N; i++)
             if (!strcmp(key, power_keys[i])) g_power[i] = strtod(val, NULL);
+        if (!strncmp(key, "collective.", 11)) load_collective(key + 11, line);
     }
     if (!(g_power[PW_GEMM] >= 1 && g_power[PW_ATTENTION] >= 1 && g_power[PW_TAU_MS] > 0 &&
           g_power[PW_ONSET] >= 0 && g_power[PW_FULL] > g_power[PW_ONSET] &&

@@ -18,7 +18,9 @@
  * load it with ctypes.
  *
  * roofline.c     the hardware spec vector (rv_spec_key), the roofline of GEMMs, copies,
- *                memsets, collectives and plain launches (rv_roofline_ns)
+ *                memsets, collectives and plain launches (rv_roofline_ns), and collectives
+ *                and vLLM's custom all-reduce by the spec's table (collective_ns,
+ *                custom_allreduce_ns)
  * features.c     feature names and vectors per op class (rv_feature_name, rv_features)
  * kernel_args.c  sizes read from kernel arguments (rv_arg_layout, rv_arg_sizes) and the
  *                fused-MoE GEMM in them (rv_moe_dims)
@@ -67,6 +69,19 @@ double dtype_bytes(int dtype);
 /* A GEMM's seconds of tensor-core work (tc) and of HBM traffic (tm) at peak rates. */
 void gemm_times(const struct rv_launch *l, const double *spec, double *tc, double *tm);
 EXPORT int64_t rv_roofline_ns(const struct rv_launch *l, const double *spec);
+
+/* The spec's optional collective table (revati/device/spec.py `collectives`, fitted by
+ * tools/calibrate/collectives_published.py): per collective and rank count, the duration
+ * t = alpha + wire bytes / bus bandwidth. Names mirrored by spec.COLLECTIVE_OPS. */
+enum { CT_ALLREDUCE, CT_ALLGATHER, CT_REDUCESCATTER, CT_BROADCAST, CT_SENDRECV,
+       CT_CUSTOM_AR_1STAGE, CT_CUSTOM_AR_2STAGE, CT_N };
+#define CT_MAX_RANKS 8 /* one NVSwitch node */
+extern const char *const coll_table_names[CT_N];
+/* A collective's duration in ns: by this run's table, else the NVLink roofline. */
+int64_t collective_ns(const struct rv_launch *l);
+/* vLLM's custom all-reduce kernel by this run's table, in ns; -1 for any other kernel, or
+ * where the table has no entry or the launch does not tell the buffer's size. */
+int64_t custom_allreduce_ns(const struct rv_launch *l);
 
 /* ---------------------------------------------------------------- features.c */
 
@@ -124,6 +139,8 @@ extern double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofli
  * are inconsistent (sustained power not modelled). */
 enum { PW_GEMM, PW_ATTENTION, PW_TAU_MS, PW_ONSET, PW_FULL, PW_N };
 extern double g_power[PW_N];
+/* This run's collective table: {alpha_us, busbw_gbps} by [CT_*][ranks]; busbw 0: no entry. */
+extern double g_coll[CT_N][CT_MAX_RANKS + 1][2];
 extern double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 extern int g_moe_experts, g_moe_top_k; /* REVATI_MOE: the served model's routing (0: none) */
 extern int64_t g_fixed_ns;        /* REVATI_PREDICT_FIXED_NS (-1: not set) */

@@ -1,4 +1,4 @@
-/* The hardware spec vector and the roofline (predict_int.h). */
+/* The hardware spec vector, the roofline and the spec's collective table (predict_int.h). */
 #include "predict_int.h"
 
 /* ---------------------------------------------------------------- hardware spec */
@@ -91,4 +91,66 @@ static double roofline_s(const struct rv_launch *l, const double *spec)
 EXPORT int64_t rv_roofline_ns(const struct rv_launch *l, const double *spec)
 {
     return (int64_t)llround(roofline_s(l, spec) * 1e9 + spec[SP_LAUNCH_NS]);
+}
+
+/* ---------------------------------------------------------------- collectives by table */
+
+const char *const coll_table_names[CT_N] = {
+    "allreduce", "allgather", "reducescatter", "broadcast", "sendrecv",
+    "custom_allreduce_1stage", "custom_allreduce_2stage"};
+
+/* Seconds for `wire` bytes per rank by the table's entry for (collective, ranks); false where
+ * the spec has none. The figures behind the table were timed around whole operations (launch
+ * included), so no launch overhead is added to them. */
+static bool by_table(int entry, int n, double wire, double *s)
+{
+    if (entry < 0 || n < 2 || n > CT_MAX_RANKS || !(g_coll[entry][n][1] > 0)) return false;
+    *s = g_coll[entry][n][0] * 1e-6 + wire / (g_coll[entry][n][1] * 1e9);
+    return true;
+}
+
+/* The roofline counts a collective's wire bytes at NVLink's line rate and nothing else, so it
+ * misses the latency that dominates small messages (tens of microseconds where it says one)
+ * and NCCL's protocol overhead on large ones; the table has both, per rank count. */
+int64_t collective_ns(const struct rv_launch *l)
+{
+    int entry = -1, n = l->nranks;
+    switch (l->coll) {
+    case RV_COLL_ALLREDUCE: entry = CT_ALLREDUCE; break;
+    case RV_COLL_ALLGATHER: entry = CT_ALLGATHER; break;
+    case RV_COLL_REDUCESCATTER: entry = CT_REDUCESCATTER; break;
+    case RV_COLL_BROADCAST: entry = CT_BROADCAST; break;
+    /* a transfer between one pair of GPUs, whatever the communicator's size */
+    case RV_COLL_SEND: case RV_COLL_RECV: entry = CT_SENDRECV; n = 2; break;
+    default: break; /* reduce, all-to-all: the roofline */
+    }
+    double s;
+    if (l->nranks > 1 && by_table(entry, n, coll_wire_bytes(l->coll, (double)l->bytes, n), &s))
+        return llround(s * 1e9);
+    return rv_roofline_ns(l, g_spec);
+}
+
+/* vLLM's custom all-reduce (csrc/custom_all_reduce.cuh): vllm::cross_device_reduce_1stage or
+ * _2stage<T, ngpus>(RankData*, RankSignals, Signal*, T*, int rank, int size), launched by the
+ * engine, not NCCL. The rank count is the template's int literal, "Li<ngpus>E" in the mangled
+ * name the shim passes. `size` counts 16-byte packs and is the launch's arg_max: rv_arg_sizes
+ * counts the 4-byte scalars from 1 up (rank < ngpus <= 8 is smaller than any buffer of 128
+ * bytes or more), leaves the RankSignals structure out and the pointers above its range. The
+ * one-stage kernel reads the whole buffer from every peer; the two-stage one reduce-scatters
+ * and all-gathers it, moving what a ring all-reduce moves. */
+int64_t custom_allreduce_ns(const struct rv_launch *l)
+{
+    static const char stem[] = "cross_device_reduce_";
+    const char *p = l->kernel ? strstr(l->kernel, stem) : NULL;
+    if (!p || l->arg_max <= 0) return -1;
+    p += sizeof stem - 1;
+    int entry = !strncmp(p, "1stageI", 7) ? CT_CUSTOM_AR_1STAGE
+              : !strncmp(p, "2stageI", 7) ? CT_CUSTOM_AR_2STAGE : -1;
+    const char *lit = entry >= 0 ? strstr(p, "Li") : NULL;
+    int n = lit ? atoi(lit + 2) : 0;
+    if (n < 2 || n > CT_MAX_RANKS) return -1;
+    double bytes = 16.0 * (double)l->arg_max;
+    double wire = entry == CT_CUSTOM_AR_1STAGE ? (n - 1) * bytes : 2.0 * (n - 1) / n * bytes;
+    double s;
+    return by_table(entry, n, wire, &s) ? llround(s * 1e9) : -1;
 }
