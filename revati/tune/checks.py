@@ -126,6 +126,8 @@ def check_config(cfg: Any, space: SearchSpace) -> None:
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key, int)
     _positive(cfg, "workload.request_rate", (int, float), allow_inf=True)
+    if cfg.trial.get("max_wall_min") is not None:
+        _positive(cfg, "trial.max_wall_min", (int, float))
     _positive(cfg, "engine.gpu_memory_utilization", (int, float))
     if cfg.engine.gpu_memory_utilization > 1:
         raise ConfigError(f"engine.gpu_memory_utilization={cfg.engine.gpu_memory_utilization} "

@@ -15,6 +15,7 @@ from typing import Any
 from revati.models.layout import context_problem, pp_problem, tp_problem
 from revati.models.sizing import kv_cache_bytes_per_token, weight_bytes_per_gpu
 from revati.tune.errors import ConfigError
+from revati.tune.walltime import estimate_wall_s, minutes
 
 GIB = 1 << 30
 
@@ -35,17 +36,19 @@ def gpu_budget(cfg: Any) -> str | None:
     return None
 
 
-def host_cores(cfg: Any) -> str | None:
-    # The engine's CPU work (one worker process per emulated GPU, plus the API server and
-    # the load generator) runs for real and counts in virtual time. With fewer cores than
-    # busy processes, contention slows that work and the trial measures this host, not the
-    # deployment: on 2 cores a TP 4 x PP 2 trial ran at 1.5 s per output token.
-    gpus, cores = _tp(cfg) * _pp(cfg), cfg.parallelism.host_cores
-    if gpus + 1 > cores:
-        return (f"tensor_parallel_size={_tp(cfg)} x pipeline_parallel_size={_pp(cfg)} = {gpus} "
-                f"emulated GPUs need {gpus + 1} cores (one per engine worker, one for the API "
-                f"server and load generator); parallelism.host_cores={cores}")
-    return None
+def wall_time(cfg: Any) -> str | None:
+    # Opt-in: a layout is never ruled out for this host's cores (the clock rate makes its
+    # virtual-time result the same on any number of them), only for the real time it would
+    # take, when the sweep sets a limit (revati/tune/walltime.py).
+    limit = cfg.trial.get("max_wall_min")
+    if limit is None:
+        return None
+    est = estimate_wall_s(cfg)
+    if est <= limit * 60:
+        return None
+    return (f"estimated wall time {minutes(est)} ({_tp(cfg) * _pp(cfg)} emulated GPUs on "
+            f"parallelism.host_cores={cfg.parallelism.host_cores}) exceeds "
+            f"trial.max_wall_min={limit}")
 
 
 def tp_divides_heads(cfg: Any) -> str | None:
@@ -120,7 +123,8 @@ class Constraint:
 _PAR = ("parallelism.tensor_parallel_size", "parallelism.pipeline_parallel_size")
 CONSTRAINTS = {
     "gpu_budget": Constraint(gpu_budget, (*_PAR, "parallelism.max_gpus")),
-    "host_cores": Constraint(host_cores, (*_PAR, "parallelism.host_cores")),
+    "wall_time": Constraint(wall_time, (*_PAR, "parallelism.host_cores", "trial.max_wall_min",
+                                        "workload", "model")),
     "tp_divides_heads": Constraint(tp_divides_heads, (_PAR[0], "model")),
     "pp_divides_layers": Constraint(pp_divides_layers, (_PAR[1], "model")),
     "fits_in_memory": Constraint(fits_in_memory, (*_PAR, "model", "hardware", "engine")),

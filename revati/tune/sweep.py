@@ -9,6 +9,7 @@ Every trial is also an MLflow child run of the sweep's parent run.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import warnings
@@ -27,10 +28,11 @@ from revati.tune.constraints import first_violation
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import objective_values, read_requests, trial_metrics
 from revati.tune.plots import latency_cdf
-from revati.tune.report import Report, build_report
+from revati.tune.report import Report, build_report, point_label
 from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
 from revati.tune.trial import TrialError, run_trial
+from revati.tune.walltime import estimate_wall_s, minutes
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -93,17 +95,59 @@ class Objective:
         return [out_dir / n for n in names] + logs
 
 
-class Progress:
-    """A tqdm bar of finished trials with failure counts and the best value so far."""
+def plan(cfg: DictConfig, space: SearchSpace, budget: int,
+         done: set[str]) -> dict[str, float]:
+    """Print each trial's estimated wall time on this host and the total before the sweep
+    starts (revati/tune/walltime.py); return the estimates by point label (grid spaces: every
+    point a constraint lets through and no finished trial (`done`) ran; others: the base
+    configuration's, once per trial)."""
+    cores = cfg.parallelism.host_cores
+    grid = space.grid() if sampler_kind(cfg.sweep, space) == "grid" else None
+    if grid is None:
+        each = estimate_wall_s(cfg)
+        print(f"[revati-tune] {budget} trials of ~{minutes(each)} each on {cores} cores "
+              f"(estimated for the base configuration): ~{minutes(each * budget)}", flush=True)
+        return {"": each}
+    estimates: dict[str, float] = {}
+    lines = []
+    for values in itertools.product(*grid.values()):
+        params = dict(zip(grid, values, strict=True))
+        trial_cfg = with_params(cfg, params)
+        label = point_label(params)
+        reason = first_violation(trial_cfg, space.constraints)
+        if label in done:
+            lines.append(f"  {label}: done")
+        elif reason:
+            lines.append(f"  {label}: skipped: {reason}")
+        else:
+            estimates[label] = estimate_wall_s(trial_cfg)
+            lines.append(f"  {label}: ~{minutes(estimates[label])}")
+    print(f"[revati-tune] {len(estimates)} of {len(lines)} configurations to run, estimated "
+          f"~{minutes(sum(estimates.values()))} of wall time on {cores} cores:", flush=True)
+    print("\n".join(lines), flush=True)
+    return estimates
 
-    def __init__(self, study: optuna.Study, total: int, enabled: bool):
+
+class Progress:
+    """A tqdm bar of finished trials with failure counts, the best value so far and the
+    estimated wall time left (plan())."""
+
+    def __init__(self, study: optuna.Study, total: int, enabled: bool,
+                 estimates: dict[str, float]):
         self.bar = tqdm(total=total, desc=study.study_name[:40], unit="trial", disable=not enabled)
+        self.estimates = dict(estimates)
+        self.each = estimates.get("")  # not a grid: one estimate for every trial
+        self.left_s = self.each * total if self.each is not None else sum(estimates.values())
+        self.bar.set_postfix({"left": f"~{minutes(self.left_s)}"})
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         trials = study.get_trials(deepcopy=False, states=FINISHED)
         counts = {s: sum(t.state == s for t in trials) for s in FINISHED}
+        done = self.each if self.each is not None else self.estimates.pop(
+            point_label(trial.params), 0.0)
+        self.left_s = max(0.0, self.left_s - done)
         postfix = {"ok": counts[TrialState.COMPLETE], "pruned": counts[TrialState.PRUNED],
-                   "failed": counts[TrialState.FAIL]}
+                   "failed": counts[TrialState.FAIL], "left": f"~{minutes(self.left_s)}"}
         if counts[TrialState.COMPLETE]:
             if len(study.directions) == 1:
                 postfix["best"] = f"{study.best_value:.4g}"
@@ -174,7 +218,9 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
         # MaxTrialsCallback stops this worker once the study (all workers) reaches the budget.
         n_trials, stop = remaining, [optuna.study.MaxTrialsCallback(budget, states=FINISHED)]
     if remaining > 0:
-        progress = Progress(study, remaining, cfg.study.show_progress)
+        progress = Progress(study, remaining, cfg.study.show_progress,
+                            plan(cfg, space, remaining,
+                                 {point_label(t.params) for t in finished}))
         study.optimize(Objective(cfg, space, tracker), n_trials=n_trials,
                        catch=(TrialError,), callbacks=[*stop, progress])
         progress.bar.close()

@@ -27,17 +27,30 @@ def test_llama70b_tp_pp_grid_on_h200(make_cfg):
     assert "weights 131.4 GiB" in infeasible[1, 1]
 
 
-def test_host_cores_defaults_to_this_host_and_bounds_the_workers(make_cfg):
+def test_no_layout_is_ruled_out_for_cores_only_for_an_estimated_wall_time(make_cfg):
+    """Issue #26: every layout runs on any number of cores (the clock rate corrects for
+    contention); trial.max_wall_min skips those estimated to take longer, saying why."""
     from revati.timewarp.timekeeper import host_cores
+    from revati.tune.walltime import estimate_wall_s
 
     cfg = make_cfg()
     assert cfg.parallelism.host_cores == host_cores()
-    _with(cfg, parallelism__host_cores=4, parallelism__tensor_parallel_size=2,
+    _with(cfg, parallelism__host_cores=2, parallelism__tensor_parallel_size=4,
           parallelism__pipeline_parallel_size=2)
-    reason = first_violation(cfg, ("host_cores",))
-    assert "4 emulated GPUs need 5 cores" in reason and "host_cores=4" in reason
-    _with(cfg, parallelism__pipeline_parallel_size=1)
-    assert first_violation(cfg, ("host_cores",)) is None
+    assert first_violation(cfg, ALL) is None
+    eight = estimate_wall_s(cfg)
+    _with(cfg, parallelism__tensor_parallel_size=1, parallelism__pipeline_parallel_size=1)
+    one = estimate_wall_s(cfg)
+    # 8 worker processes on 2 cores take longer than one engine; more cores, less time
+    assert eight > 3 * one
+    _with(cfg, parallelism__host_cores=16, parallelism__tensor_parallel_size=4,
+          parallelism__pipeline_parallel_size=2)
+    assert estimate_wall_s(cfg) < eight
+    _with(cfg, parallelism__host_cores=2, trial__max_wall_min=eight / 60 / 2)
+    reason = first_violation(cfg, ("wall_time",))
+    assert "exceeds trial.max_wall_min" in reason and "8 emulated GPUs" in reason
+    _with(cfg, parallelism__tensor_parallel_size=1, parallelism__pipeline_parallel_size=1)
+    assert first_violation(cfg, ("wall_time",)) is None
 
 
 def test_memory_depends_on_the_hardware(make_cfg):

@@ -39,6 +39,10 @@ def test_sweep_with_a_real_trial_is_tracked_and_resumes(run_tune, tmp_path):
     assert done[0].params == {"parallelism.tensor_parallel_size": 1,
                               "parallelism.pipeline_parallel_size": 1}
     assert all("max_gpus=1" in t.user_attrs["infeasible_reason"] for t in pruned)
+    # the plan printed before the first trial: the one layout to run with its estimated
+    # wall time, and why each other is skipped (issue #26, item 2)
+    assert "[revati-tune] 1 of 12 configurations to run, estimated ~" in first.stdout
+    assert "TP1 PP1: ~" in first.stdout and "TP8 PP4: skipped: " in first.stdout
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/outputs/revati-tune/mlflow.db")
     exp = client.get_experiment_by_name("revati-tune")
