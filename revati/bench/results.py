@@ -22,8 +22,10 @@ def predictor_summary(totals: dict[str, int]) -> dict[str, float | None]:
     the share of predicted GPU time that came from measured models rather than the roofline;
     unseen_kernel_share, the share from kernels the models never saw; launch_only_share, the
     share of attention, GEMM and fused-MoE kernels predicted from their launch alone (their
-    shape unknown: the least accurate models, docs/predictor.md); attention_by_batch_s, the
-    attention time predicted from the batches the engine's observer reported."""
+    shape unknown: the least accurate models, docs/predictor.md); collective_share, the share
+    of collectives and vLLM's custom all-reduce (from the hardware spec's collective table,
+    else the NVLink roofline); attention_by_batch_s, the attention time predicted from the
+    batches the engine's observer reported."""
     known = totals.get("model_ns", 0) + totals.get("roofline_ns", 0)
     predicted = known + totals.get("fixed_ns", 0)
     return {"predictor_coverage": totals.get("model_ns", 0) / known if known else None,
@@ -31,7 +33,9 @@ def predictor_summary(totals: dict[str, int]) -> dict[str, float | None]:
             "unseen_kernel_share": (totals.get("unseen_kernel_ns", 0) / predicted
                                     if predicted else None),
             "launch_only_share": (totals.get("launch_only_ns", 0) / predicted
-                                  if predicted else None)}
+                                  if predicted else None),
+            "collective_share": (totals.get("collective_ns", 0) / predicted
+                                 if predicted else None)}
 
 
 def measured_wall_s(raw: dict, clock: list[tuple[float, float]]) -> float | None:
@@ -94,6 +98,7 @@ def summarise(raw: dict, load_wall_s: float, blocks: int | None) -> dict:
     summary["attention_by_batch_s"] = None
     summary["unseen_kernel_share"] = None
     summary["launch_only_share"] = None
+    summary["collective_share"] = None
     # why requests failed, the most frequent first: the client keeps one error per request
     reasons = Counter(e.strip().splitlines()[-1][:300] for e in raw.get("errors") or [] if e)
     summary["failure_reasons"] = dict(reasons.most_common(5))

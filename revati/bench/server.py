@@ -91,6 +91,9 @@ class EmulatedServer:
         self.hardware = resolve_hardware(opts.hardware)
         spec = load_spec(self.hardware)
         self.gpu_node_cpu_ms, self.gpu_node_torch_ms = spec.host_cpu_ms, spec.host_torch_ms
+        # where the predicted collectives come from (docs/predictor.md, "Collectives")
+        self.collectives = ("none" if not spec.collectives else
+                            "measured" if spec.collectives_measured else "published")
         self.opts = opts
         self.port = server_port(opts.port)
         self.out = opts.out.resolve()
@@ -256,6 +259,7 @@ class EmulatedServer:
                              "cpu_contention": vars(contention),
                              "virtual_clock": clock_rates(contention, self.dep.virtual_s()),
                              "cpu_dilation": self.dilation,
+                             "collective_table": self.collectives,
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
                                              "gpu_node": self.gpu_node_cpu_ms}}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -105,6 +105,9 @@ class HardwareSpec:
     # custom all-reduce that no model covers (revati/predict/data/collectives/README.md);
     # None: the NVLink roofline
     collectives: Mapping[str, Mapping[int, tuple[float, float]]] | None = None
+    # whether that table was measured on this GPU's nodes (True) or fitted to published
+    # figures of similar ones (False; summary.json says which)
+    collectives_measured: bool = False
 
     def device_attributes(self) -> dict[str, int]:
         """Every CU_DEVICE_ATTRIBUTE_* value common to all GPUs of this kind."""
@@ -222,6 +225,7 @@ def _from_dict(key: str, raw: Mapping[str, Any], path: pathlib.Path) -> Hardware
         host_torch_ms=_optional_positive(raw, "host_torch_ms", path),
         launch_queue=None if raw.get("launch_queue") is None else num("launch_queue"),
         collectives=_collectives(raw.get("collectives"), path),
+        collectives_measured=bool((raw.get("collectives") or {}).get("measured", False)),
     )
 
 

@@ -1,7 +1,7 @@
 """The predicted GPU time each emulated process counts, read while it runs or after it ended.
 
 With REVATI_PREDICT_TOTALS=<dir> the native predictor keeps its counters in <dir>/<pid>.totals,
-a file it maps shared (predict/dispatch.c, g_totals): six native int64 in the order of KEYS."""
+a file it maps shared (predict/dispatch.c, g_totals): seven native int64 in the order of KEYS."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import mmap
 from pathlib import Path
 
 # predict.h's rv_pred_source values, then predict/dispatch.c's T_BY_BATCH, T_UNSEEN,
-# T_LAUNCH_ONLY
+# T_LAUNCH_ONLY, T_COLLECTIVE
 KEYS = ("model_ns", "roofline_ns", "fixed_ns", "attention_by_batch_ns", "unseen_kernel_ns",
-        "launch_only_ns")
+        "launch_only_ns", "collective_ns")
 
 
 def read_totals(folder: Path) -> dict[str, int]:

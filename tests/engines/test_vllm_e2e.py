@@ -135,6 +135,8 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     # the predictor's figures over the measured requests alone: a part of the whole run's
     m = s["predictor_measured"]
     assert 0 <= m["unseen_kernel_share"] <= 1 and 0 < m["predictor_coverage"] <= 1
+    assert m["collective_share"] == 0  # one GPU: no collective
+    assert s["revati"]["collective_table"] == "published"
     whole = server.predictor_totals()["attention_by_batch_ns"] / 1e9
     assert 0 < m["attention_by_batch_s"] < whole
     # vLLM logs any kernel it compiles while serving: a list, empty for a warm server

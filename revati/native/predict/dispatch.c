@@ -9,8 +9,9 @@
  * (rv_attention_batch); T_UNSEEN, kernels a model predicted without knowing them (no
  * vocabulary id, no skeleton); T_LAUNCH_ONLY, attention, GEMM and fused-MoE kernels
  * predicted from their launch alone (index 'launch_only' lines: their shapes were not
- * known, so their family's weakest model ran). revati/predict/totals.py reads this layout. */
-enum { T_BY_BATCH = RV_SRC_FIXED + 1, T_UNSEEN, T_LAUNCH_ONLY, T_N };
+ * known, so their family's weakest model ran); T_COLLECTIVE, collectives and vLLM's custom
+ * all-reduce. revati/predict/totals.py reads this layout. */
+enum { T_BY_BATCH = RV_SRC_FIXED + 1, T_UNSEEN, T_LAUNCH_ONLY, T_COLLECTIVE, T_N };
 static _Atomic int64_t g_own_totals[T_N];
 /* g_own_totals, or when REVATI_PREDICT_TOTALS names a directory, <dir>/<pid>.totals mapped
  * shared (map_totals, at the process's first prediction, so processes that predict nothing
@@ -27,7 +28,7 @@ static _Atomic int64_t *totals(void)
     return g_totals;
 }
 /* What a prediction was, besides its source (cached with it) */
-enum { PRED_UNSEEN = 1, PRED_LAUNCH_ONLY = 2 };
+enum { PRED_UNSEEN = 1, PRED_LAUNCH_ONLY = 2, PRED_COLLECTIVE = 4 };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---------------------------------------------------------------- cache */
@@ -134,9 +135,11 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
         int64_t ns = custom_allreduce_ns(l);
         if (ns >= 0 && (fam < 0 || !g_fam[fam].booster || vocab_id(hash, fam) < 0)) {
             *source = RV_SRC_ROOFLINE;
+            *flags = PRED_COLLECTIVE;
             return ns;
         }
     }
+    if (l->op == RV_OP_COLLECTIVE) *flags = PRED_COLLECTIVE;
     if (fam < 0 || !g_fam[fam].booster) {
         *source = RV_SRC_ROOFLINE;
         if (a) return rv_attention_roofline_ns(a, g_spec);
@@ -162,6 +165,7 @@ void count_prediction(int64_t ns, int src, int flags)
     atomic_fetch_add(&t[src], ns);
     if (flags & PRED_UNSEEN) atomic_fetch_add(&t[T_UNSEEN], ns);
     if (flags & PRED_LAUNCH_ONLY) atomic_fetch_add(&t[T_LAUNCH_ONLY], ns);
+    if (flags & PRED_COLLECTIVE) atomic_fetch_add(&t[T_COLLECTIVE], ns);
 }
 
 /* A cached prediction, not yet counted in the totals; *flags: PRED_* (of a kernel the models
