@@ -104,7 +104,7 @@ def check_out(opts: BenchOptions) -> None:
 
 def check_options(opts: BenchOptions, hardware: str) -> None:
     """Everything about a `revati bench` run that can be judged before it starts (hardware:
-    the resolved conf/hardware name)."""
+    the resolved revati/conf/hardware name)."""
     check_numbers(opts)
     if opts.engine not in ENGINES:
         raise BenchError(f"unknown engine {opts.engine!r} (known: {', '.join(ENGINES)})")

@@ -41,8 +41,8 @@ def _cli(help: str | None = None, flag: str | None = None, **argparse_kw: Any) -
 
 @dataclass
 class BenchOptions:
-    model: str = field(metadata=_cli("catalog name (conf/model), e.g. llama3_8b"))
-    hardware: str = field(metadata=_cli("conf/hardware name or prefix, e.g. h200"))
+    model: str = field(metadata=_cli("catalog name (revati/conf/model), e.g. llama3_8b"))
+    hardware: str = field(metadata=_cli("revati/conf/hardware name or prefix, e.g. h200"))
     out: Path = field(metadata=_cli("output folder", type=Path))
     engine: str = field(default="vllm", metadata=_cli(
         "serving engine (its interpreter: .venv-ENGINE, see --engine-python)",
@@ -94,7 +94,7 @@ class BenchOptions:
     # measures it (PyTorch's dispatch on the node beyond the Python workload's speed), 1.0 is off
     cpu_dilation: float | None = field(default=None, metadata=_cli(
         "GPU-driving threads pay F times their CPU time in all (default auto: what the GPU "
-        "node's PyTorch dispatch costs beyond the clock rate's speed, from conf/hardware; "
+        "node's PyTorch dispatch costs beyond the clock rate's speed, from revati/conf/hardware; "
         "docs/timewarp.md)", type=parse_dilation, metavar="auto|off|F"))
     # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
     gpu_trace: bool = field(default=False, metadata=_cli(

@@ -3,7 +3,7 @@ real GPU.
 
     revati doctor --hardware h200_sxm --gpus 2    # the emulator, in a child process
     revati doctor --hardware h200_sxm --real      # this machine's real GPU vs the spec
-    revati doctor --hardware h200_sxm --measured conf/hardware/h200_sxm.measured.json
+    revati doctor --hardware h200_sxm --measured revati/conf/hardware/h200_sxm.measured.json
                                                   # a real GPU's dump (revati.profile.devinfo)
 
 Both run revati.device.probe and compare what the driver and NVML report with the spec:
@@ -33,7 +33,8 @@ TIMING_NS = 1_000_000
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check emulated GPUs (or a spec on a real GPU)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hardware", default="h200_sxm", help="hardware spec (conf/hardware/*.yaml)")
+    p.add_argument("--hardware", default="h200_sxm",
+                   help="hardware spec (revati/conf/hardware/*.yaml)")
     p.add_argument("--gpus", type=int, default=1, help="emulated GPUs (emulator mode)")
     p.add_argument("--real", action="store_true",
                    help="probe this machine's real GPU instead of the emulator")

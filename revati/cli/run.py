@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="real seconds every thread may wait with no deadline before the run "
                    "is declared deadlocked (0: never)")
     p.add_argument("--hardware", metavar="NAME",
-                   help="emulate GPUs of this model (conf/hardware/NAME.yaml, e.g. h200_sxm)")
+                   help="emulate GPUs of this model (revati/conf/hardware/NAME.yaml, "
+                        "e.g. h200_sxm)")
     p.add_argument("--gpus", type=int, default=1, help="number of emulated GPUs (with --hardware)")
     p.add_argument("--cores", type=parse_cores, default=0, metavar="N|auto|off",
                    help="correct for CPU contention: virtual time runs at the share of a core "

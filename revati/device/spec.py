@@ -1,6 +1,6 @@
 """Hardware specs of emulated GPUs: loading, validation, and the flat file the shim reads.
 
-A spec is one YAML file in conf/hardware/ (a Hydra config group, so `hardware=h200_sxm`
+A spec is one YAML file in revati/conf/hardware/ (a Hydra config group, so `hardware=h200_sxm`
 selects it in the tuner too). The native shim cannot parse YAML, so `write_flat` turns a
 spec into "key value" lines (REVATI_HW_SPEC points at that file). Every figure has one
 source: the device attributes that restate a top-level field (SM count, clocks, L2, shared
@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
-CONF_DIR = pathlib.Path(__file__).resolve().parents[2] / "conf" / "hardware"
+from revati import CONF_DIR as _CONF
+
+CONF_DIR = _CONF / "hardware"
 
 # Keys of `peak_flops`, in the order the predictor's roofline reads them.
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -43,7 +45,7 @@ PER_DEVICE_ATTRIBUTES = ("PCI_BUS_ID", "PCI_DEVICE_ID", "PCI_DOMAIN_ID", "MULTI_
 
 
 class UnknownHardwareError(ValueError):
-    """A hardware name with no spec in conf/hardware/."""
+    """A hardware name with no spec in revati/conf/hardware/."""
 
 
 class SpecError(ValueError):
@@ -119,7 +121,7 @@ def known_hardware(conf_dir: pathlib.Path = CONF_DIR) -> list[str]:
 
 
 def resolve_hardware(name: str, conf_dir: pathlib.Path = CONF_DIR) -> str:
-    """The conf/hardware name that `name` means: itself, or the one name it is the part of
+    """The revati/conf/hardware name that `name` means: itself, or the one name it is the part of
     before the form factor (h200 -> h200_sxm). Every hardware name is resolved here."""
     known = known_hardware(conf_dir)
     if name in known:

@@ -1,8 +1,10 @@
-"""The model catalog: conf/model/*.yaml, one file per model, plus one-line alias files.
+"""The model catalog: revati/conf/model/*.yaml, one file per model.
 
 A model file holds the Hugging Face `config.json` and `generation_config.json` fields of
-the real model; an alias file is a Hydra defaults list naming the model it stands for, so
-that `+model=llama70b` works in revati-tune and `load_model("llama70b")` works here.
+the real model, and the short names it also goes by (`aliases: [llama70b]`), so that
+`load_model("llama70b")` works here, `revati bench --model llama70b` too, and revati-tune
+takes `model=llama70b` (its command line is rewritten to the catalog name before Hydra
+composes it: `alias_table` is the one list of aliases).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-# conf/ sits next to the package in the source tree (the Hydra config groups of revati-tune).
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from revati import CONF_DIR
+
 MODEL_DIR = CONF_DIR / "model"
 
 
@@ -30,40 +32,51 @@ class ModelSpec:
     generation_config: dict[str, Any]
 
 
-def _alias_target(data: dict[str, Any]) -> str | None:
-    defaults = [d for d in data.get("defaults", []) if d != "_self_"]
-    return defaults[0] if len(defaults) == 1 and "name" not in data else None
-
-
-def _read(name: str) -> dict[str, Any]:
-    path = MODEL_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise UnknownModelError(
-            f"unknown model '{name}' (known: {', '.join(list_models(aliases=True))})"
-        )
+def _load(path: Path) -> dict[str, Any]:
     data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    assert isinstance(data, dict)
+    assert isinstance(data, dict), path
     return data
+
+
+def _aliases(path: Path) -> list[str]:
+    """The `aliases` of a model file, read without parsing the rest of it."""
+    aliases = OmegaConf.load(path).get("aliases") or []
+    return [str(a) for a in aliases]
+
+
+def alias_table() -> dict[str, str]:
+    """Every alias with the catalog name it stands for."""
+    names = set(list_models())
+    table: dict[str, str] = {}
+    for path in sorted(MODEL_DIR.glob("*.yaml")):
+        for alias in _aliases(path):
+            if alias in names or alias in table:
+                other = alias if alias in names else table[alias]
+                raise ValueError(f"{path}: alias '{alias}' is already a name of {other}")
+            table[alias] = path.stem
+    return table
 
 
 def list_models(aliases: bool = False) -> list[str]:
     """Catalog names (and, with aliases=True, alias names too), sorted."""
-    names = []
-    for path in sorted(MODEL_DIR.glob("*.yaml")):
-        is_alias = _alias_target(OmegaConf.to_container(OmegaConf.load(path))) is not None
-        if aliases or not is_alias:
-            names.append(path.stem)
-    return names
+    names = [p.stem for p in MODEL_DIR.glob("*.yaml")]
+    return sorted([*names, *alias_table()] if aliases else names)
 
 
 def resolve_name(name: str) -> str:
     """The catalog name that `name` (a catalog name or an alias) stands for."""
-    target = _alias_target(_read(name))
-    return name if target is None else resolve_name(target)
+    if (MODEL_DIR / f"{name}.yaml").is_file():
+        return name
+    table = alias_table()
+    if name in table:
+        return table[name]
+    raise UnknownModelError(
+        f"unknown model '{name}' (known: {', '.join(list_models(aliases=True))})"
+    )
 
 
 def load_model(name: str) -> ModelSpec:
-    data = _read(resolve_name(name))
+    data = _load(MODEL_DIR / f"{resolve_name(name)}.yaml")
     return ModelSpec(
         name=data["name"],
         hf_id=data["hf_id"],

@@ -45,7 +45,7 @@ class RunOptions:
     log_level: str = "warn"
     deadlock_timeout_s: float = 30.0
     timekeeper: str | None = None  # address of a shared `revati timekeeper`
-    hardware: str | None = None    # emulated GPU model (conf/hardware/NAME.yaml); None: no GPUs
+    hardware: str | None = None    # emulated GPU (revati/conf/hardware/NAME.yaml); None: no GPUs
     gpus: int = 1
     cores: int = 0                 # CPU-contention correction (Timekeeper cores); 0: off
     extra_env: dict[str, str] = field(default_factory=dict)

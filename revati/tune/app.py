@@ -1,4 +1,4 @@
-"""`revati-tune`: the Hydra application over conf/ that runs one Optuna sweep.
+"""`revati-tune`: the Hydra application over revati/conf/ that runs one Optuna sweep.
 
     revati-tune                                   # llama3_8b on H200, sweep=tp_pp
     revati-tune +model=llama70b sweep=tp_pp
@@ -18,12 +18,13 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from revati import CONF_DIR
 from revati.cli.main import exit_on_sigterm
-from revati.models.catalog import CONF_DIR
 from revati.timewarp.timekeeper import host_cores
 from revati.tune.errors import ConfigError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
 _MAX_ID = 120
 
 
@@ -38,7 +39,7 @@ def study_id(override_dirname: str) -> str:
 
 
 def register_resolvers() -> None:
-    """The interpolations conf/ uses beyond OmegaConf's own."""
+    """The interpolations revati/conf/ uses beyond OmegaConf's own."""
     OmegaConf.register_new_resolver("study_id", study_id, replace=True)
     OmegaConf.register_new_resolver("usable_cores", host_cores, replace=True)
 
@@ -86,10 +87,34 @@ def select_not_append(argv: list[str]) -> list[str]:
             for a in argv]
 
 
+def canonical_models(argv: list[str]) -> list[str]:
+    """`model=ALIAS` as `model=NAME`, the catalog name the alias stands for.
+
+    A model's aliases are a key of its catalog file (revati.models.catalog.alias_table), not
+    Hydra options: every model name of a model override (each of a multirun's list too) is
+    rewritten before Hydra reads it, so an alias and its catalog name name the same study."""
+    from revati.models.catalog import alias_table
+
+    table = alias_table()
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+~") == "model":
+            value = _WORD.sub(lambda m: table.get(m.group(), m.group()), value)
+        out.append(f"{key}{eq}{value}")
+    return out
+
+
+def hydra_argv(argv: list[str]) -> list[str]:
+    """The command line as Hydra is given it: models selected (not appended), by catalog
+    name."""
+    return canonical_models(select_not_append(argv))
+
+
 def main() -> None:
     exit_on_sigterm()
     register_resolvers()
-    sys.argv[1:] = select_not_append(sys.argv[1:])
+    sys.argv[1:] = hydra_argv(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])
     if overrides is not None:
         from revati.tune.checks import check_overrides

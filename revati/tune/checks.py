@@ -17,7 +17,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from revati.models.catalog import CONF_DIR, UnknownModelError, list_models, resolve_name
+from revati import CONF_DIR
+from revati.models.catalog import UnknownModelError, list_models, resolve_name
 from revati.tune.constraints import check_fixed
 from revati.tune.engine_flags import unmapped_keys
 from revati.tune.errors import ConfigError

@@ -1,6 +1,7 @@
-"""Optuna search spaces: search_spaces/<name>.yaml, one space per file.
+"""Optuna search spaces: the `params` and `constraints` of a sweep (revati/conf/sweep/).
 
-A file maps dotted config keys to a parameter spec and names the constraints every
+A sweep file holds its settings (sampler, objectives, budget) and its search space
+together: dotted config keys, each with a parameter spec, and the constraints every
 sampled configuration must meet:
 
     params:
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,10 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from revati.models.catalog import CONF_DIR
+from revati import CONF_DIR
 from revati.tune.errors import ConfigError
 
-SPACES_DIR = CONF_DIR.parent / "search_spaces"
+SWEEP_DIR = CONF_DIR / "sweep"
 # Config groups a search space may choose (a parameter named after the group, its choices
 # the group's options): the engine itself, so one study compares vLLM with SGLang.
 GROUP_PARAMS = ("engine",)
@@ -119,21 +121,32 @@ def _param(space: str, key: str, spec: Any) -> Param:
     return Param(key, low=low, high=high, step=spec.get("step"), log=bool(spec.get("log")))
 
 
-def load_space(name: str) -> SearchSpace:
-    """Load search_spaces/<name>.yaml (or `name` itself when it is a path to a .yaml file)."""
-    path = Path(name) if name.endswith(".yaml") else SPACES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))
-        raise ConfigError(f"unknown search space '{name}' (known: {known})")
-    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+def space_of(name: str, sweep: Mapping[str, Any]) -> SearchSpace:
+    """The search space of a sweep's settings (a mapping with params and constraints)."""
+    data = (OmegaConf.to_container(sweep, resolve=True) if OmegaConf.is_config(sweep)
+            else dict(sweep))
     params = data.get("params") or {}
     if not params:
-        raise ConfigError(f"search space '{path.stem}' has no params")
+        raise ConfigError(f"search space '{name}' has no params")
+    if not isinstance(params, dict):
+        raise ConfigError(f"search space '{name}': params must be a mapping of config keys")
     return SearchSpace(
-        name=path.stem,
-        params=tuple(_param(path.stem, k, v) for k, v in params.items()),
+        name=name,
+        params=tuple(_param(name, k, v) for k, v in params.items()),
         constraints=tuple(data.get("constraints") or ()),
     )
+
+
+def load_space(sweep: str | Mapping[str, Any]) -> SearchSpace:
+    """The search space of a sweep: the composed cfg.sweep, or a sweep by name
+    (revati/conf/sweep/<name>.yaml), or `sweep` itself when it is a path to a .yaml file."""
+    if not isinstance(sweep, str):
+        return space_of(str(sweep.get("name") or "sweep"), sweep)
+    path = Path(sweep) if sweep.endswith(".yaml") else SWEEP_DIR / f"{sweep}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SWEEP_DIR.glob("*.yaml")))
+        raise ConfigError(f"unknown search space '{sweep}' (known: {known})")
+    return space_of(path.stem, OmegaConf.load(path))
 
 
 def with_params(cfg: DictConfig, params: dict[str, Any]) -> DictConfig:

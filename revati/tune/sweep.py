@@ -174,7 +174,7 @@ def _storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
 
 def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     """Validate, then run (or resume) the sweep's study; return it with its report."""
-    space = load_space(cfg.sweep.space)
+    space = load_space(cfg.sweep)
     check_config(cfg, space)
     # Optuna logs every failed trial with a traceback; the progress bar and the report
     # carry the reasons instead.

@@ -112,7 +112,7 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     assert s["completed"] == 20
     # the measured requests are part of what the client did, which also started up
     assert 0 < s["measured_wall_s"] < s["wall_s"]
-    # this host's CPU speed, before and after, beside the GPU node's (conf/hardware)
+    # this host's CPU speed, before and after, beside the GPU node's (revati/conf/hardware)
     host = s["revati"]["host_cpu_ms"]
     assert host["gpu_node"] == 17.3 and 1 < host["before"] < 1000 and 1 < host["after"] < 1000
     # GPU-driving threads paid what the node's PyTorch dispatch costs beyond the clock

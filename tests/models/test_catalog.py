@@ -2,7 +2,13 @@
 
 import pytest
 
-from revati.models.catalog import UnknownModelError, list_models, load_model, resolve_name
+from revati.models.catalog import (
+    UnknownModelError,
+    alias_table,
+    list_models,
+    load_model,
+    resolve_name,
+)
 from revati.models.sizing import (
     kv_cache_bytes_per_token,
     parameter_count,
@@ -24,6 +30,12 @@ def test_catalog_has_the_required_models():
 def test_aliases_resolve(alias, name):
     assert resolve_name(alias) == name
     assert load_model(alias).name == name
+
+
+def test_aliases_are_listed_in_the_model_files():
+    assert alias_table() == {"llama8b": "llama3_8b", "llama70b": "llama3_70b",
+                             "mixtral": "mixtral_8x7b", "qwen7b": "qwen2_5_7b",
+                             "qwen32b": "qwen2_5_32b", "qwen3_30b": "qwen3_30b_a3b"}
 
 
 def test_unknown_model_names_the_bad_value():

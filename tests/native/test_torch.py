@@ -237,7 +237,7 @@ print(json.dumps({"fp8": list(c.shape), "compiled": list(y.shape)}))
 def test_compute_bound_work_slows_down_at_the_power_limit(emulated):
     """Back-to-back compute-bound GEMMs heat the emulated H200 to its power limit and then take
     the measured sustained slowdown times their cold duration; memory-bound GEMMs keep their
-    speed; after a second of idling the GPU is cold again (conf/hardware/h200_sxm.yaml
+    speed; after a second of idling the GPU is cold again (revati/conf/hardware/h200_sxm.yaml
     sustained_power)."""
     power = load_spec("h200_sxm").sustained_power
     out = emulated.json("""

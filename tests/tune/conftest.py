@@ -12,20 +12,20 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from revati.models.catalog import CONF_DIR
-from revati.tune.app import register_resolvers, select_not_append
+from revati.tune.app import hydra_argv, register_resolvers
 
 register_resolvers()
 
 
 @pytest.fixture
 def make_cfg():
-    """Compose conf/ with overrides, as the app would (hardware_key filled in, since the
+    """Compose revati/conf/ with overrides, as the app would (hardware_key filled in, since the
     ${hydra:} resolver needs a running Hydra job)."""
 
     def make(*overrides: str, hardware: str = "h200_sxm"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="config",
-                          overrides=select_not_append([f"hardware={hardware}", *overrides]))
+                          overrides=hydra_argv([f"hardware={hardware}", *overrides]))
         OmegaConf.update(cfg, "hardware_key", hardware)
         return cfg
 

@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from revati.tune.app import main, select_not_append
+from revati.tune.app import hydra_argv, main, select_not_append
 
 # An engine flag vLLM refuses: every launched trial fails for real, in seconds (vllm serve
 # exits at argument parsing), which is what the failure-path tests need.
@@ -27,7 +27,7 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
     (["+model=llama70b", "nokey=3"], "Could not override 'nokey'"),
     (["~model", "sweep=tp_pp"], "no model chosen: add model=NAME"),
     (["+model=llama8b", "sweep.objectives.0.metric=speed"], "unknown objective metric 'speed'"),
-    (["+model=llama8b", "sweep=batching", "engine=sglang", "sweep.space=scheduler"],
+    (["+model=llama8b", "sweep=scheduler", "engine=sglang"],
      "sweeps 'scheduler.enable_chunked_prefill', which engine 'sglang' has no flag for"),
     (["+model=llama8b", "sweep=rate_capacity", "sweep.sampler=grid"], "no grid"),
     (["+model=llama8b", "study.storage=nosuchdb://host/x"],
@@ -87,6 +87,12 @@ def test_model_is_selected_with_or_without_plus(make_cfg):
         "model=llama70b", "+x.y=1", "sweep=tp_pp"]
     assert make_cfg().model.name == "llama3_8b"  # the default: a bare revati-tune runs
     assert make_cfg("+model=llama70b").model.name == make_cfg("model=llama70b").model.name
+
+
+def test_model_aliases_are_rewritten_to_catalog_names(make_cfg):
+    assert hydra_argv(["+model=llama70b", "-m", "model=llama8b,qwen2_5_7b", "x.model=llama8b"]) == [
+        "model=llama3_70b", "-m", "model=llama3_8b,qwen2_5_7b", "x.model=llama8b"]
+    assert make_cfg("model=llama70b").model.name == "llama3_70b"
 
 
 def _study(out: Path) -> optuna.Study:

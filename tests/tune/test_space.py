@@ -1,16 +1,17 @@
-"""Search-space files: parsing, grids, suggestions, and rejection of malformed spaces."""
+"""Search spaces (a sweep's params and constraints): parsing, grids, suggestions, and
+rejection of malformed spaces."""
 
 import optuna
 import pytest
 
 from revati.tune.errors import ConfigError
-from revati.tune.space import SPACES_DIR, load_space, with_params
+from revati.tune.space import SWEEP_DIR, load_space, with_params
 
 REQUIRED = {"tp_pp", "batching", "scheduler", "rate_capacity", "engine"}
 
 
 def test_required_spaces_exist_and_load():
-    assert REQUIRED <= {p.stem for p in SPACES_DIR.glob("*.yaml")}
+    assert REQUIRED <= {p.stem for p in SWEEP_DIR.glob("*.yaml")}
     for name in REQUIRED:
         space = load_space(name)
         assert space.params and space.constraints
@@ -23,6 +24,16 @@ def test_grids():
     assert load_space("rate_capacity").grid() is None  # request rate is continuous
     assert load_space("engine").grid() == {"engine": ["vllm", "sglang"],
                                            "parallelism.tensor_parallel_size": [1, 2]}
+
+
+def test_space_of_the_composed_sweep(make_cfg):
+    """The sweep run is the one composed, overrides of its params included."""
+    cfg = make_cfg("sweep=engine",
+                   "sweep.params={parallelism.tensor_parallel_size:{choices:[1,2,4]}}")
+    space = load_space(cfg.sweep)
+    assert space.name == "engine" and space.constraints == load_space("engine").constraints
+    assert space.grid() == {"engine": ["vllm", "sglang"],
+                            "parallelism.tensor_parallel_size": [1, 2, 4]}
 
 
 def test_suggestions_stay_in_the_space():

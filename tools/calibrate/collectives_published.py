@@ -1,5 +1,5 @@
 """Collective durations on H100/H200 NVSwitch nodes from published measurements: the
-`collectives` table of conf/hardware/h200_sxm.yaml (issue #26, item 3), until the collectives
+`collectives` table of revati/conf/hardware/h200_sxm.yaml (issue #26, item 3), until the collectives
 are measured on the lent multi-GPU H200s (tools/calibrate/nccl_h200.py).
 
     python tools/calibrate/collectives_published.py
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from revati.device.spec import COLLECTIVE_OPS  # noqa: E402
 
 DATA = REPO / "revati/predict/data/collectives/h100_h200_nvswitch_published.csv"
-SPEC = REPO / "conf/hardware/h200_sxm.yaml"
+SPEC = REPO / "revati/conf/hardware/h200_sxm.yaml"
 FIELDS = ("op", "nranks", "bytes", "time_us", "busbw_gbps", "gpu", "source_id", "derived")
 
 # Bytes each rank moves over NVLink for a collective over `size` bytes (the largest buffer, the

@@ -2,15 +2,15 @@
 
     python tools/calibrate/power_data_h200.py OUT.json      on the GPU machine (torch with CUDA)
 
-tools/calibrate/power_h200.py measured the sustained-power slowdown (conf/hardware/h200_sxm.yaml
-sustained_power) with standard-normal operands. The engines' dummy weights (vLLM's and
-SGLang's --load-format dummy) are uniform in +-1e-3, RMSNorm weights included, so their
-activations are small too; trained weights are roughly normal with a std of a few 1e-2. A
-GEMM's power draw, and so how far the SM clock falls at the power limit, depends on how many
-bits toggle in the multipliers. For each kind of operands this times the gate/up GEMM of
-Llama-3.1-8B at 8,192 tokens (x [8192, 4096] @ w[28672, 4096]^T, bf16): cold (right after 2 s
-idle) and steady (the second half of 1.5 s back to back), with the board's power draw and SM
-clock at the end of the steady phase when NVML answers.
+tools/calibrate/power_h200.py measured the sustained-power slowdown
+(revati/conf/hardware/h200_sxm.yaml sustained_power) with standard-normal operands. The
+engines' dummy weights (vLLM's and SGLang's --load-format dummy) are uniform in +-1e-3, RMSNorm
+weights included, so their activations are small too; trained weights are roughly normal with a
+std of a few 1e-2. A GEMM's power draw, and so how far the SM clock falls at the power limit,
+depends on how many bits toggle in the multipliers. For each kind of operands this times the
+gate/up GEMM of Llama-3.1-8B at 8,192 tokens (x [8192, 4096] @ w[28672, 4096]^T, bf16): cold
+(right after 2 s idle) and steady (the second half of 1.5 s back to back), with the board's
+power draw and SM clock at the end of the steady phase when NVML answers.
 """
 
 from __future__ import annotations

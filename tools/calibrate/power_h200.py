@@ -1,5 +1,5 @@
 """How compute-bound work slows down when a GPU holds its power limit: the `sustained_power`
-figures of conf/hardware/h200_sxm.yaml.
+figures of revati/conf/hardware/h200_sxm.yaml.
 
     python tools/calibrate/power_h200.py measure OUT.json   on the GPU machine (torch with CUDA)
     python tools/calibrate/power_h200.py fit OUT.json       anywhere: the figures for the spec
@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-PEAK_BF16, HBM = 989.4e12, 4.8e12  # the H200's datasheet rates (conf/hardware/h200_sxm.yaml)
+PEAK_BF16, HBM = 989.4e12, 4.8e12  # the H200's datasheet rates (revati/conf/hardware/h200_sxm.yaml)
 GEMM_WEIGHTS = ((28672, 4096), (4096, 14336), (6144, 4096))
 GEMM_M = (16, 64, 256, 512, 1024, 2048, 4096, 8192)
 HEATER = "2048x28672x4096"  # the heat-up's and the duty sweep's GEMM, m x n x k

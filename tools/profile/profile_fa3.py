@@ -39,7 +39,7 @@ BLOCK = 16           # vLLM's default KV block size
 SPLITS_CG = 32       # AttentionConfig.flash_attn_max_num_splits_for_cuda_graph
 CG_MAX_TOKENS = 512  # max_cudagraph_capture_size: min(max_num_seqs * 2, 512)
 MAX_KV_TOKENS = 1 << 20  # per batch: about the KV a single H200 holds for an 8B model
-# (heads, kv_heads) of the catalog models (conf/model): Llama-3.1-8B / Mixtral 32/8,
+# (heads, kv_heads) of the catalog models (revati/conf/model): Llama-3.1-8B / Mixtral 32/8,
 # Llama-3.1-70B 64/8, Qwen2.5-32B 40/8, Qwen2.5-7B 28/4, Qwen3-30B-A3B 32/4; head_dim 128.
 MODELS = ((32, 8), (64, 8), (40, 8), (28, 4), (32, 4))
 HEAD_DIM = 128

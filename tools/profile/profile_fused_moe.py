@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-# (name, experts, top_k, hidden, intermediate) of the catalog's MoE models (conf/model).
+# (name, experts, top_k, hidden, intermediate) of the catalog's MoE models (revati/conf/model).
 MODELS = (("qwen3-30b-a3b", 128, 8, 2048, 768), ("mixtral-8x7b", 8, 2, 4096, 14336))
 TP = (1, 2, 4, 8)
 TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,

@@ -11,7 +11,7 @@
 #   revati profile rows --profile revati/predict/data/profiles/h200 MOE/moe_rows.jsonl  # fused MoE
 #   revati predictor train --profile revati/predict/data/profiles/h200
 #   revati predictor e2e --hardware h200_sxm --out revati/predict/data/models/h200/e2e_emulated.json
-# and the sustained-power figures of conf/hardware/h200_sxm.yaml:
+# and the sustained-power figures of revati/conf/hardware/h200_sxm.yaml:
 #   python tools/calibrate/power_h200.py fit OUT_DIR/power.json
 set -euo pipefail
 OUT=${1:?usage: $0 OUT_DIR [CUDA_H]}
