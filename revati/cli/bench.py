@@ -43,6 +43,10 @@ def main(args: argparse.Namespace) -> int:
               f"virtual time ran at x{r['rate_min']:.2f}-{r['rate_max']:.2f} of real time "
               f"meanwhile (mean x{r['rate_mean']:.2f})")
     c = s["revati"]["cpu_contention"]
+    if c["host_mean"]:
+        print(f"[revati bench] CPU work counted at the GPU node's speed: x{c['host_min']:.2f}-"
+              f"{c['host_max']:.2f} of this host's (mean x{c['host_mean']:.2f}, time stolen by "
+              f"the hypervisor {c['steal_mean']:.1%})")
     if c["contended_s"]:
         print(f"[revati bench] CPU contention on {s['revati']['cores']} cores: "
               f"{c['contended_s']:.1f} of {c['sampled_s']:.1f} real seconds counted as "

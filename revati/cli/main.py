@@ -8,7 +8,8 @@ import signal
 import sys
 
 # Each module defines register(subparsers) and sets a `func(args) -> int` default.
-SUBCOMMANDS = ["run", "timekeeper", "profile", "predictor", "doctor", "bench", "validate"]
+SUBCOMMANDS = ["run", "timekeeper", "profile", "predictor", "doctor", "bench", "validate",
+               "compare"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,63 @@
+"""Does the clock rate count alternating CPU work right? Two processes pass a byte back and
+forth, one working 1 ms of CPU before each send, the other 2 ms: each round is 3 ms of CPU
+plus two hand-offs, whatever the host, so its virtual time should read a little over 3 ms.
+
+    .venv/bin/python tools/fidelity/pingpong.py [--cores off,1] [--cpus 1]
+
+runs it under `revati run --cores C` for each C, on the first --cpus CPUs of this process's
+affinity (1: both processes share one core, so the waker is often preempted by the thread it
+woke and waits, runnable, with nothing left to do), and prints the virtual time per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ROUNDS = 300
+WORKER = f"""
+import os, socket, time
+def spin(s):
+    t = time.thread_time()
+    while time.thread_time() - t < s:
+        pass
+a, b = socket.socketpair()
+if os.fork() == 0:
+    a.close()
+    for _ in range({ROUNDS}):
+        b.recv(1); spin(0.002); b.send(b"y")
+    os._exit(0)
+b.close()
+t0 = time.monotonic()
+for _ in range({ROUNDS}):
+    spin(0.001); a.send(b"x"); a.recv(1)
+print((time.monotonic() - t0) / {ROUNDS} * 1000)
+os.wait()
+"""
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cores", default="off,1", help="revati run --cores values to try")
+    p.add_argument("--cpus", type=int, default=1, help="CPUs the run may use")
+    args = p.parse_args()
+    cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:args.cpus])
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+        f.write(WORKER)
+        f.flush()
+        for cores in args.cores.split(","):
+            out = subprocess.run(["taskset", "-c", cpus, sys.executable, "-m", "revati.cli.main",
+                                  "run", "--cores", cores, "--", sys.executable, f.name],
+                                 capture_output=True, text=True, check=True, cwd=REPO)
+            print(f"--cores {cores} on CPUs {cpus}: {float(out.stdout):.3f} ms of virtual time a "
+                  f"round (3.000 ms of CPU plus two hand-offs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
