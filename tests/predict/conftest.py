@@ -37,6 +37,19 @@ def spec_file(tmp_path: Path, spec: RooflineSpec) -> Path:
     return path
 
 
+# The start of a script for run_predictor: the native predictor loaded, and predict(row) giving
+# [ns, source] of a launch row by rv_predict_ns
+PREDICT_PRELUDE = """
+import ctypes, json
+from revati.predict import features as F
+lib = F.native()
+src = ctypes.c_int()
+def predict(row):
+    ns = lib.rv_predict_ns(ctypes.byref(F.to_launch(row)), ctypes.byref(src))
+    return [ns, src.value]
+"""
+
+
 def run_predictor(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """Run `code` (which prints one JSON document) in a fresh interpreter with `env` added."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("REVATI_")}

@@ -16,7 +16,7 @@ from revati.predict import registry
 from revati.predict.features import Coll, Op, empty_launch_row, native
 from revati.predict.roofline import RooflineSpec
 
-from .conftest import REPO, predictor_json
+from .conftest import PREDICT_PRELUDE, REPO, predictor_json
 
 CSV = REPO / "revati/predict/data/collectives/h100_h200_nvswitch_published.csv"
 KIB, MIB = 1 << 10, 1 << 20
@@ -33,16 +33,7 @@ COLL = {"allreduce": Coll.ALLREDUCE, "allgather": Coll.ALLGATHER,
 CUSTOM_AR = ("_ZN4vllm26cross_device_reduce_{stage}stageI13__nv_bfloat16Li{n}EEEvPNS_8RankData"
              "ENS_11RankSignalsEPNS_6SignalEPT_ii")
 
-PRELUDE = """
-import ctypes, json
-from revati.predict import features as F
-lib = F.native()
-src = ctypes.c_int()
-def predict(row):
-    ns = lib.rv_predict_ns(ctypes.byref(F.to_launch(row)), ctypes.byref(src))
-    return [ns, src.value]
-print(json.dumps([predict(r) for r in json.loads(ROWS)]))
-"""
+PRELUDE = PREDICT_PRELUDE + "print(json.dumps([predict(r) for r in json.loads(ROWS)]))\n"
 
 
 def predict(rows: list[dict[str, object]], env: dict[str, str]) -> list[list[int]]:

@@ -11,7 +11,7 @@ from revati.predict.hwprofile import read_profile
 from revati.predict.totals import read_totals
 from revati.predict.train import GROUPS
 
-from .conftest import predictor_json, run_predictor
+from .conftest import PREDICT_PRELUDE, predictor_json, run_predictor
 
 
 def _row(op, **fields):
@@ -26,16 +26,10 @@ COPY = _row(Op.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.H2D)
 KERNEL = _row(Op.KERNEL, kernel="void at::native::vectorized_elementwise_kernel<8>()",
               grid_x=512, block_x=128)
 
-PRELUDE = """
-import ctypes, json, os, pathlib
+PRELUDE = PREDICT_PRELUDE + """
+import os, pathlib
 import pandas as pd
-from revati.predict import features as F
 from revati.predict.features import Op
-lib = F.native()
-src = ctypes.c_int()
-def predict(row):
-    ns = lib.rv_predict_ns(ctypes.byref(F.to_launch(row)), ctypes.byref(src))
-    return [ns, src.value]
 def totals():
     t = (ctypes.c_int64 * 3)()
     lib.rv_predict_totals(t)
