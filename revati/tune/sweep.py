@@ -114,10 +114,9 @@ def plan(cfg: DictConfig, space: SearchSpace, budget: int,
         params = dict(zip(grid, values, strict=True))
         trial_cfg = with_params(cfg, params)
         label = point_label(params)
-        reason = first_violation(trial_cfg, space.constraints)
         if label in done:
             lines.append(f"  {label}: done")
-        elif reason:
+        elif reason := first_violation(trial_cfg, space.constraints):
             lines.append(f"  {label}: skipped: {reason}")
         else:
             estimates[label] = estimate_wall_s(trial_cfg)
