@@ -20,7 +20,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 300
-WORKER = f"""
+
+
+def worker(rounds: int) -> str:
+    """The two processes' program: it prints the virtual ms a round took."""
+    return f"""
 import os, socket, time
 def spin(s):
     t = time.thread_time()
@@ -29,14 +33,14 @@ def spin(s):
 a, b = socket.socketpair()
 if os.fork() == 0:
     a.close()
-    for _ in range({ROUNDS}):
+    for _ in range({rounds}):
         b.recv(1); spin(0.002); b.send(b"y")
     os._exit(0)
 b.close()
 t0 = time.monotonic()
-for _ in range({ROUNDS}):
+for _ in range({rounds}):
     spin(0.001); a.send(b"x"); a.recv(1)
-print((time.monotonic() - t0) / {ROUNDS} * 1000)
+print((time.monotonic() - t0) / {rounds} * 1000)
 os.wait()
 """
 
@@ -48,7 +52,7 @@ def main() -> int:
     args = p.parse_args()
     cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:args.cpus])
     with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
-        f.write(WORKER)
+        f.write(worker(ROUNDS))
         f.flush()
         for cores in args.cores.split(","):
             out = subprocess.run(["taskset", "-c", cpus, sys.executable, "-m", "revati.cli.main",

@@ -14,13 +14,15 @@
  * here a thread that must share its core, with other emulated threads or with anything else
  * this host runs, does its work more slowly in real time. Every RV_SAMPLE_NS the Timekeeper
  * looks at the emulated threads that are running and sets the rate of virtual time for the
- * next interval to the smaller of two estimates of the share of a core each gets:
- * cores/runnable while the threads the kernel has runnable (state R) outnumber the cores
- * (instant, but blind to other programs), and the share they actually got over the last
- * RV_SHARE_WINDOW_NS, their time on a CPU over their time runnable, from the kernel's
- * per-thread schedstat (on-CPU and run-queue wait time; it sees every cause, other programs
- * and CPU affinity included). So a thread's work costs it the virtual time it would take with
- * a core to itself. Time a hypervisor steals from a virtual CPU shows in neither estimate. */
+ * next interval to the share of a core each gets: cores/runnable while the threads the
+ * kernel has runnable (state R) outnumber the cores (instant, but blind to other programs),
+ * times the share that other programs left them over the last RV_SHARE_WINDOW_NS, their time
+ * on a CPU over their time runnable, from the kernel's per-thread schedstat (on-CPU and
+ * run-queue wait time; it sees every cause, other programs and CPU affinity included), less
+ * the wait cores/runnable explains (sample_contention). So a thread's work costs it the
+ * virtual time it would take with a core to itself. Time a hypervisor steals from a virtual
+ * CPU shows in neither estimate (host_rate.c counts it). A woken thread waiting for a CPU
+ * while no emulated thread runs holds the clock (held_since). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,9 +49,13 @@
 /* A share above this reads as a core of its own: on an idle host the Timekeeper's own polls
  * and short-lived helpers delay running threads by a few per cent, which is not contention. */
 #define RV_SHARE_FULL_PPM 900000LL
+/* A woken thread that has not had a CPU for this long, with no emulated thread running,
+ * waits behind other programs: the clock holds until it runs (see held_since). About a
+ * kernel wake-up's latency on the GPU node's host, which the clock keeps. */
+#define RV_HANDOFF_NS 50000LL
 
 enum tk_result { TK_STOPPED = 0, TK_DEADLOCK = 1 };
-enum step { STEP_JUMPED, STEP_BUSY, STEP_RETRY, STEP_IDLE };
+enum step { STEP_JUMPED, STEP_BUSY, STEP_RETRY, STEP_HELD, STEP_IDLE };
 
 static struct rv_shm *S;
 static volatile int stop_flag;
@@ -58,8 +64,9 @@ static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers cou
 
 struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
-/* A running thread's schedstat at the last sample (run and wait ns, the sample's number) */
-static struct { int64_t run, wait, sample; int pid, tid; } sched_seen[RV_MAX_THREADS];
+/* A running thread's schedstat at the last sample (run and wait ns, the sample's number,
+ * its count of blocks then) */
+static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen; } sched_seen[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
 static int cores; /* 0: no contention correction */
 /* contention statistics: real time sampled, of it under contention, and the virtual time
@@ -78,6 +85,7 @@ static int64_t last_share = RV_RATE_ONE;
 static struct { int64_t run, wait; } window[RV_SHARE_SAMPLES];
 static int window_at;
 static int64_t share_ppm = RV_RATE_ONE;
+static int last_runnable; /* runnable emulated threads at the last sample */
 /* the host's factor (host_rate.c) over CPU-bound time: lowest, highest, and summed x real
  * ns, as is the steal share */
 static int64_t host_min, host_max;
@@ -85,6 +93,18 @@ static __int128 host_sum, steal_sum;
 /* hand-offs: real time with no emulated thread running in which the clock could not jump (a
  * send's grace period, a thread woken but not yet on a CPU), and the virtual time it became */
 static int64_t handoff_real, handoff_virt, handoffs;
+
+/* A blocked thread that the kernel has runnable (woken by a socket, a futex, a signal) and
+ * that is not running yet: its CPU time and block count when first seen so (0: not so).
+ * On the GPU node it would start at once on a core of its own; here, with no emulated thread
+ * running, it can only be waiting behind another program (a busy host), so the clock holds
+ * (`held`, at the rate floor) until it runs, and the rate the samples set meanwhile waits in
+ * `held_rate`. Without it a busy host's wake-ups counted: two processes taking turns on a
+ * core shared with a busy loop read 3.6-3.9 ms a round for 3 ms of CPU. */
+static int64_t held_since[RV_MAX_THREADS], held_run[RV_MAX_THREADS];
+static uint32_t held_gen[RV_MAX_THREADS];
+static bool held;
+static int64_t held_rate;
 
 /* Virtual now of real CLOCK_MONOTONIC ns (the only writer reads its own map). */
 static int64_t virt_at(int64_t real) {
@@ -127,6 +147,7 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
         task_fds[i].fd = sched_fds[i].fd = -1;
         sched_seen[i].sample = -1;
         woken_at[i] = 0;
+        held_since[i] = 0;
     }
     fds_set = true;
     sampled_real = dilated_real = dilated_virt = samples = runnable_sum = 0;
@@ -135,9 +156,11 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     memset(window, 0, sizeof window);
     window_at = 0;
     share_ppm = last_share = RV_RATE_ONE;
+    last_runnable = 0;
     host_min = host_max = 0;
     host_sum = steal_sum = 0;
     handoff_real = handoff_virt = handoffs = 0;
+    held = false;
     rv_host_rate_reset();
     S->version = RV_SHM_VERSION;
     int64_t now = rv_real_ns(CLOCK_MONOTONIC);
@@ -216,25 +239,29 @@ static char task_state(int i, const struct rv_thread *t) {
     return (p && p[1] == ' ') ? p[2] : 0;
 }
 
-/* Add what running thread i spent on a CPU and waiting for one since the last sample (when
- * it was running then too) to the window's current sample. */
-static void add_sched_time(int i, const struct rv_thread *t) {
+/* Add what running thread i spent on a CPU and waiting for one since the last sample to
+ * *run and *wait, when it was running then too and has not blocked since: the wait of a
+ * thread woken by anything but the Timekeeper (a socket, a futex) and not yet on a CPU is a
+ * hand-off's, which a sample cannot see (the thread counts as blocked until it runs). */
+static void add_sched_time(int i, const struct rv_thread *t, int64_t *run_ns, int64_t *wait_ns) {
     char buf[128];
     long long run, wait;
     if (!task_read(&sched_fds[i], t, "schedstat", buf, sizeof buf) ||
         sscanf(buf, "%lld %lld", &run, &wait) != 2)
         return;
     int pid = atomic_load(&t->pid);
+    uint32_t gen = atomic_load(&t->gen);
     if (sched_seen[i].sample == samples - 1 && sched_seen[i].pid == pid &&
-        sched_seen[i].tid == t->tid) {
-        window[window_at].run += run - sched_seen[i].run;
-        window[window_at].wait += wait - sched_seen[i].wait;
+        sched_seen[i].tid == t->tid && sched_seen[i].gen == gen) {
+        *run_ns += run - sched_seen[i].run;
+        *wait_ns += wait - sched_seen[i].wait;
     }
     sched_seen[i].run = run;
     sched_seen[i].wait = wait;
     sched_seen[i].sample = samples;
     sched_seen[i].pid = pid;
     sched_seen[i].tid = t->tid;
+    sched_seen[i].gen = gen;
 }
 
 static bool pid_alive(int pid) {
@@ -399,6 +426,7 @@ static int64_t wake_due(int64_t now_v) {
  * ran at the rate set by the previous sample. */
 static void sample_contention(int64_t now, int64_t interval) {
     int runnable = 0, running = 0;
+    int64_t run_ns = 0, wait_ns = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
@@ -406,8 +434,27 @@ static void sample_contention(int64_t now, int64_t interval) {
         if (st != RV_T_RUNNING && st != RV_T_WAKING) continue;
         running++;
         if (task_state(j, t) == 'R') runnable++;
-        add_sched_time(j, t);
+        add_sched_time(j, t, &run_ns, &wait_ns);
     }
+    /* The measured share is for what N/runnable cannot see (other programs, affinity), so
+     * the wait N/runnable explains is taken out of it: in an interval that began and ended
+     * with r > N emulated threads runnable, a thread that got the share N/r got all it
+     * could, and only what it got less counts (its wait becomes max(0, N/r x (run + wait) -
+     * run)). An interval where contention began or ended is left out: the kernel adds a wait
+     * to schedstat only once the thread runs again, so the waits of a burst of contention
+     * show after it, where they would go on slowing the clock for up to the window's length
+     * after the threads had cores again (a thread spinning 1 s of CPU beside 5 ms bursts
+     * every 25 ms read 0.87 s). */
+    if (runnable <= cores && last_runnable <= cores) {
+        window[window_at].run += run_ns;
+        window[window_at].wait += wait_ns;
+    } else if (runnable > cores && last_runnable > cores) {
+        int r = runnable > last_runnable ? runnable : last_runnable;
+        int64_t unexplained = (run_ns + wait_ns) * cores / r - run_ns;
+        window[window_at].run += run_ns;
+        window[window_at].wait += unexplained > 0 ? unexplained : 0;
+    }
+    last_runnable = runnable;
     rv_host_rate_sample(now);
     int64_t host = rv_host_rate_ppm();
     int64_t rate = atomic_load(&S->rate_ppm);
@@ -433,21 +480,46 @@ static void sample_contention(int64_t now, int64_t interval) {
         run += window[k].run;
         wait += window[k].wait;
     }
-    /* threads runnable for under a millisecond in all over the window say nothing new: the
-     * share stays */
+    /* threads runnable for under a millisecond in all over the window are no evidence of
+     * contention: the share returns to a core each. (Keeping the last share instead let one
+     * hand-off's wait slow the clock for the rest of a run: where threads take turns, the
+     * samples fall in step with their blocking and see one running at two consecutive
+     * samples only now and then.) */
     if (run + wait >= 1000000) {
         int64_t got = RV_RATE_ONE * run / (run + wait);
         share_ppm = got >= RV_SHARE_FULL_PPM ? RV_RATE_ONE
                     : got < RV_RATE_ONE / 100 ? RV_RATE_ONE / 100 : got;
+    } else {
+        share_ppm = RV_RATE_ONE;
     }
     window_at = (window_at + 1) % RV_SHARE_SAMPLES;
     window[window_at].run = window[window_at].wait = 0;
+    /* the emulated threads' share of the cores, times what other programs leave them */
     int64_t share = runnable > cores ? RV_RATE_ONE * cores / runnable : RV_RATE_ONE;
-    if (share_ppm < share) share = share_ppm;
+    share = share * share_ppm / RV_RATE_ONE;
     last_share = share;
     int64_t next = share * host / RV_RATE_ONE;
     if (next < RV_RATE_ONE / 100) next = RV_RATE_ONE / 100;
-    if (next != rate) set_map(now, virt_at(now), next);
+    if (held) held_rate = next;
+    else if (next != rate) set_map(now, virt_at(now), next);
+}
+
+/* Whether blocked thread j, runnable in the kernel, has waited RV_HANDOFF_NS for a CPU: its
+ * CPU time has not moved since it was first seen runnable in this wait. */
+static bool waits_for_cpu(int j, const struct rv_thread *t, int64_t now) {
+    char buf[128];
+    long long run, wait;
+    if (!task_read(&sched_fds[j], t, "schedstat", buf, sizeof buf) ||
+        sscanf(buf, "%lld %lld", &run, &wait) != 2)
+        return false;
+    uint32_t gen = atomic_load(&t->gen);
+    if (!held_since[j] || held_gen[j] != gen || held_run[j] != run) {
+        held_since[j] = now;
+        held_gen[j] = gen;
+        held_run[j] = run;
+        return false;
+    }
+    return now - held_since[j] >= RV_HANDOFF_NS;
 }
 
 /* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
@@ -470,9 +542,12 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
         if (s != RV_T_BLOCKED) continue;
         int64_t d = atomic_load(&t->deadline);
         bool only_tk_wakes = atomic_load(&t->kind) == RV_WAKE_FUTEX && d != RV_NO_DEADLINE;
-        if (!only_tk_wakes && task_state(j, t) == 'R') {
-            *retry_ns = RV_RETRY_NS;
-            return STEP_RETRY;
+        if (!only_tk_wakes) {
+            if (task_state(j, t) == 'R') {
+                *retry_ns = RV_RETRY_NS;
+                return waits_for_cpu(j, t, rv_real_ns(CLOCK_MONOTONIC)) ? STEP_HELD : STEP_RETRY;
+            }
+            held_since[j] = 0;
         }
         blocked++;
         if (d < min_d) min_d = d;
@@ -523,6 +598,17 @@ RV_EXPORT int rv_tk_run(int64_t deadlock_ns, int64_t stall_limit_ns) {
         }
         enum step st = try_jump(false, &retry);
         if (st == STEP_BUSY && running_threads_stalled(now)) st = try_jump(true, &retry);
+        if (st == STEP_HELD) {
+            if (!held) {
+                held_rate = atomic_load(&S->rate_ppm);
+                set_map(now, virt_at(now), RV_RATE_ONE / 100);
+                held = true;
+            }
+            st = STEP_RETRY;
+        } else if (held) {
+            set_map(now, virt_at(now), held_rate);
+            held = false;
+        }
         if (st == STEP_RETRY && retry > 0) {
             if (!in_handoff) handoffs++;
             in_handoff = true;
