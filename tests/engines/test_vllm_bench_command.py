@@ -46,6 +46,21 @@ def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
     assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+def test_bench_command_end_to_end_with_two_pipeline_stages(tmp_path: Path, tp: int) -> None:
+    """Pipeline parallelism (issue #26 item 4), alone and with TP 2 in each stage (four
+    emulated H200s): the activations pass between the stages over the emulated NCCL's
+    send/recv, and every request is served at its exact lengths."""
+    r, s = run_bench_command(
+        tmp_path, ["--model", "llama3_8b", "--hardware", "h200", "--tp", str(tp), "--pp", "2",
+                   "--input-len", "128", "--output-len", "32", "--num-prompts", "10",
+                   "--request-rate", "10"],
+        ["--max-model-len", "4096"])
+    assert s["completed"] == 10 and s["failed"] == 0, s["failure_reasons"]
+    assert (s["revati"]["tp"], s["revati"]["pp"]) == (tp, 2)
+    assert s["total_output_tokens"] == 10 * 32
+
+
 def test_synchronous_scheduling_serves_every_request(tmp_path: Path) -> None:
     """`--no-async-scheduling`, one of the scheduler settings a sweep tries: the engine core
     reads each step's sampled token ids back from device memory that no kernel wrote here.

@@ -19,7 +19,6 @@ from revati.hostspeed import repetition
 from revati.timewarp.runner import emulated_env
 from revati.timewarp.timekeeper import host_cores, parse_cores
 from tests.timewarp.conftest import revati_run
-from tools.fidelity.pingpong import worker
 
 PROGRAMS = Path(__file__).with_name("programs")
 # Each process spins until it has used CPU_S of its own CPU time (a clock the shim leaves
@@ -54,18 +53,6 @@ def test_cpu_work_costs_its_own_cpu_time_under_contention() -> None:
 def test_without_correction_contention_stretches_virtual_time() -> None:
     times = _virtual_per_process("off")
     assert min(times) > 2 * CPU_S  # about PROCS x CPU_S: each ran a third of the time
-
-
-def test_taking_turns_on_one_core_is_not_contention() -> None:
-    """Two processes that pass a byte back and forth on one core, working 1 ms and 2 ms of
-    CPU between sends, never both have work: each round costs its 3 ms of CPU (plus two
-    hand-offs) in virtual time, as on a node where each has a core. It read 1.8 ms when the
-    process a send woke preempted the sender, which then waited, runnable, with nothing left
-    to do but block, and the wait counted as contention (docs/timewarp.md, "Hand-offs")."""
-    r = revati_run([sys.executable, "-c", worker(100)], run_opts=["--cores", "1"],
-                   preexec_fn=_one_core)
-    assert r.returncode == 0, r.stderr
-    assert float(r.stdout) == pytest.approx(3.0, rel=0.15)
 
 
 def test_work_beside_bursts_of_contention_counts_its_own_cpu_time() -> None:

@@ -20,11 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 300
-
-
-def worker(rounds: int) -> str:
-    """The two processes' program: it prints the virtual ms a round took."""
-    return f"""
+WORKER = f"""
 import os, socket, time
 def spin(s):
     t = time.thread_time()
@@ -33,14 +29,14 @@ def spin(s):
 a, b = socket.socketpair()
 if os.fork() == 0:
     a.close()
-    for _ in range({rounds}):
+    for _ in range({ROUNDS}):
         b.recv(1); spin(0.002); b.send(b"y")
     os._exit(0)
 b.close()
 t0 = time.monotonic()
-for _ in range({rounds}):
+for _ in range({ROUNDS}):
     spin(0.001); a.send(b"x"); a.recv(1)
-print((time.monotonic() - t0) / {rounds} * 1000)
+print((time.monotonic() - t0) / {ROUNDS} * 1000)
 os.wait()
 """
 
@@ -52,7 +48,7 @@ def main() -> int:
     args = p.parse_args()
     cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:args.cpus])
     with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
-        f.write(worker(ROUNDS))
+        f.write(WORKER)
         f.flush()
         for cores in args.cores.split(","):
             out = subprocess.run(["taskset", "-c", cpus, sys.executable, "-m", "revati.cli.main",

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,21 +239,6 @@ static void read_cmdline(char *out, size_t len) {
 
 static void thread_exit(void *slot);
 
-/* Run the calling thread under SCHED_BATCH: a thread it wakes then no longer preempts it
- * (the scheduler's wake-up preemption skips batch threads; the tick still shares the core).
- * On the GPU node each engine thread has a core of its own, so a waker carries on after a
- * send while the woken thread starts elsewhere. Here, on a shared core, wake-up preemption
- * left the waker runnable with nothing left to do but block, and the clock counted that
- * wait as contention and slowed down: alternating work between two processes on one core
- * read 1.8 ms a round for 3 ms of CPU (tools/fidelity/pingpong.py). Threads whose policy
- * was set to something else are left alone. */
-static void batch_policy(void) {
-    if (sched_getscheduler(0) != SCHED_OTHER) return;
-    struct sched_param p = {0};
-    if (sched_setscheduler(0, SCHED_BATCH, &p) != 0)
-        rv_log(RV_WARN, "sched_setscheduler(SCHED_BATCH): %s", strerror(errno));
-}
-
 /* Register the calling thread; `counted` says whether its proc's `running` already
  * includes it (a creator counts a new thread before it exists, see pthread_create). */
 static struct rv_thread *register_thread(bool counted) {
@@ -269,7 +253,6 @@ static struct rv_thread *register_thread(bool counted) {
         atomic_store(&t->pid, my_pid);
         strcpy(t->call, "-");
         bump_hwm(&rv_shm->thread_hwm, i);
-        batch_policy();
         if (!counted) atomic_fetch_add(&my_proc()->running, 1);
         tl_slot = t;
         pthread_setspecific(thread_key, t);
