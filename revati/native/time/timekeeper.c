@@ -99,8 +99,8 @@ static int64_t handoff_real, handoff_virt, handoffs;
  * On the GPU node it would start at once on a core of its own; here, with no emulated thread
  * running, it can only be waiting behind another program (a busy host), so the clock holds
  * (`held`, at the rate floor) until it runs, and the rate the samples set meanwhile waits in
- * `held_rate`. Without it a busy host's wake-ups counted: two processes taking turns on a
- * core shared with a busy loop read 3.6-3.9 ms a round for 3 ms of CPU. */
+ * `held_rate`. Without it, each wake-up that waited for another program's time slice (a
+ * busy host: milliseconds) counted in virtual time. */
 static int64_t held_since[RV_MAX_THREADS], held_run[RV_MAX_THREADS];
 static uint32_t held_gen[RV_MAX_THREADS];
 static bool held;
