@@ -239,16 +239,25 @@ static char task_state(int i, const struct rv_thread *t) {
     return (p && p[1] == ' ') ? p[2] : 0;
 }
 
+/* Thread i's schedstat: ns on a CPU and waiting for one, over its life; false if gone. */
+static bool read_schedstat(int i, const struct rv_thread *t, int64_t *run, int64_t *wait) {
+    char buf[128];
+    long long r, w;
+    if (!task_read(&sched_fds[i], t, "schedstat", buf, sizeof buf) ||
+        sscanf(buf, "%lld %lld", &r, &w) != 2)
+        return false;
+    *run = r;
+    *wait = w;
+    return true;
+}
+
 /* Add what running thread i spent on a CPU and waiting for one since the last sample to
  * *run and *wait, when it was running then too and has not blocked since: the wait of a
  * thread woken by anything but the Timekeeper (a socket, a futex) and not yet on a CPU is a
  * hand-off's, which a sample cannot see (the thread counts as blocked until it runs). */
 static void add_sched_time(int i, const struct rv_thread *t, int64_t *run_ns, int64_t *wait_ns) {
-    char buf[128];
-    long long run, wait;
-    if (!task_read(&sched_fds[i], t, "schedstat", buf, sizeof buf) ||
-        sscanf(buf, "%lld %lld", &run, &wait) != 2)
-        return;
+    int64_t run, wait;
+    if (!read_schedstat(i, t, &run, &wait)) return;
     int pid = atomic_load(&t->pid);
     uint32_t gen = atomic_load(&t->gen);
     if (sched_seen[i].sample == samples - 1 && sched_seen[i].pid == pid &&
@@ -507,11 +516,8 @@ static void sample_contention(int64_t now, int64_t interval) {
 /* Whether blocked thread j, runnable in the kernel, has waited RV_HANDOFF_NS for a CPU: its
  * CPU time has not moved since it was first seen runnable in this wait. */
 static bool waits_for_cpu(int j, const struct rv_thread *t, int64_t now) {
-    char buf[128];
-    long long run, wait;
-    if (!task_read(&sched_fds[j], t, "schedstat", buf, sizeof buf) ||
-        sscanf(buf, "%lld %lld", &run, &wait) != 2)
-        return false;
+    int64_t run, wait;
+    if (!read_schedstat(j, t, &run, &wait)) return false;
     uint32_t gen = atomic_load(&t->gen);
     if (!held_since[j] || held_gen[j] != gen || held_run[j] != run) {
         held_since[j] = now;
