@@ -105,6 +105,11 @@ class BenchOptions:
 
 FIELDS = {f.name: f for f in dataclasses.fields(BenchOptions)}
 REQUIRED = ("model", "hardware", "out")
+# the options of the load and its run, not of the engine: one started engine serves loads
+# that differ only in these (EmulatedServer.run_load; the tuner's shared engines)
+LOAD = ("dataset", "trace", "input_len", "output_len", "range_ratio", "num_prompts",
+        "request_rate", "burstiness", "max_concurrency", "num_warmups", "seed", "out",
+        "ready_timeout_s")
 
 
 def _flag(name: str) -> str:

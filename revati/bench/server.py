@@ -109,6 +109,7 @@ class EmulatedServer:
         self.pid: int | None = None
         self.num_gpu_blocks: int | None = None
         self.max_model_len: int | None = None
+        self.loads = 0  # loads served so far
 
     def host_cpu(self, when: str) -> float:
         """This host's single-thread speed now (revati.hostspeed, in the thread's CPU time:
@@ -208,11 +209,32 @@ class EmulatedServer:
         assert self.dep is not None
         client = self.dep.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
                                 | (env or {}), log)
-        self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
+        try:
+            self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
+        except BaseException:
+            # stopped by on_poll (a trial pruned early) or failed: the server may serve
+            # another load, the client's requests end with its connections
+            self.dep.tree.kill(client)
+            raise
 
-    def run_load(self, opts: BenchOptions, out: Path) -> dict:
+    def reset_cache(self, attempts: int = 5) -> None:
+        """Empty the engine's prefix cache before a load that follows another, as a
+        benchmark operator does: the same seed sends the same prompts, which would find
+        the last load's KV blocks cached. The engine refuses while requests still finish
+        (a client that ended on a timeout leaves some), so it is asked again."""
+        for attempt in range(attempts):
+            if self.engine.reset_cache(self.port):
+                return
+            time.sleep(1 + attempt)
+        raise BenchError(f"{self.engine.NAME} did not empty its prefix cache after "
+                         f"{attempts} requests; see {self.log}")
+
+    def run_load(self, opts: BenchOptions, out: Path,
+                 during_measured: Callable[[], None] | None = None) -> dict:
         """Run `vllm bench serve` against this server as opts says; write out/summary.json
-        and out/requests.csv and return the summary."""
+        and out/requests.csv and return the summary. during_measured() runs at every look
+        at the client (0.2 s of real time apart) once its measured requests have begun; an
+        exception it raises stops the load and is raised."""
         assert self.dep is not None
         out = out.resolve()
         out.mkdir(parents=True, exist_ok=True)
@@ -223,6 +245,9 @@ class EmulatedServer:
         if self.max_model_len:
             check_requests(opts, self.max_model_len, "the engine's max_model_len")
         load = load_args(opts, out, self.max_model_len)
+        if self.loads:
+            self.reset_cache()
+        self.loads += 1
         wall0 = time.monotonic()
         # the predictor's counts when the client starts its measured requests (it prints
         # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's
@@ -234,6 +259,8 @@ class EmulatedServer:
             if not at_measured and MEASURED_RUN in client_log.read_text(errors="replace"):
                 at_measured.update(self.predictor_totals())
                 log_at_measured = self.log.stat().st_size
+            if at_measured and during_measured is not None:
+                during_measured()
 
         self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
                                            self.port, self.folder.model_dir,

@@ -25,6 +25,16 @@ def http_ok(port: int, path: str, timeout: float = 2) -> bool:
         return False
 
 
+def http_post(port: int, path: str, timeout: float = 30) -> bytes | None:
+    """The body of an empty POST to the local server, None when it does not answer 2xx."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read()
+    except (urllib.error.URLError, OSError):
+        return None
+
+
 def http_get(port: int, path: str, timeout: float = 5) -> bytes | None:
     """The body of a GET on the local server, None when it does not answer."""
     try:

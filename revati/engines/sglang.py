@@ -2,14 +2,15 @@
 emulation, readiness, and what it reports about itself.
 
 Nothing here depends on one SGLang version beyond the flags and endpoints every recent
-release has (`--model-path`, `--tp-size`, /health, /server_info, /v1/models)."""
+release has (`--model-path`, `--tp-size`, /health, /server_info, /v1/models,
+/flush_cache)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from revati.engines.common import has_module, http_json, http_ok, with_observers
+from revati.engines.common import has_module, http_json, http_ok, http_post, with_observers
 
 NAME = "sglang"
 MODULE = "sglang"
@@ -91,6 +92,11 @@ def is_ready(port: int) -> bool:
     # them and never answered in time). One probe at a time, waited for: SGLang ends its
     # own after 20 s of virtual time.
     return http_ok(port, "/health", timeout=300)
+
+
+def reset_cache(port: int) -> bool:
+    """Empty the radix (prefix) cache (no request may be running); whether the server did."""
+    return http_post(port, "/flush_cache") is not None
 
 
 def num_gpu_blocks(port: int) -> int | None:

@@ -2,14 +2,16 @@
 readiness, and what it reports about itself.
 
 Nothing here depends on one vLLM version beyond the flags and endpoints every recent
-release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models)."""
+release has (`vllm serve`, `vllm bench serve`, /health, /metrics, /v1/models,
+/reset_prefix_cache)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from revati.engines.common import has_module, http_get, http_ok, with_observers
+from revati.engines.common import has_module, http_get, http_ok, http_post, with_observers
 
 NAME = "vllm"
 MODULE = "vllm"
@@ -40,6 +42,10 @@ ENV = {
     # interface of a deployment's network (revati/bench/network.py). Unset, vLLM looks
     # for the host's route to the internet and, finding none there, warns and uses 0.0.0.0.
     "VLLM_HOST_IP": "127.0.0.1",
+    # Serves POST /reset_prefix_cache (reset_cache), which a server that takes several loads
+    # needs: the same seed sends the same prompts, which would hit the cache the previous
+    # load filled. It adds development routes; the serving path is unchanged.
+    "VLLM_SERVER_DEV_MODE": "1",
 }
 
 
@@ -63,6 +69,12 @@ def serve_command(python: Path, model_dir: Path, tokenizer_dir: Path, port: int,
 
 def is_ready(port: int) -> bool:
     return http_ok(port, "/health")
+
+
+def reset_cache(port: int) -> bool:
+    """Empty the prefix cache (no request may be running); whether the server did."""
+    body = http_post(port, "/reset_prefix_cache")
+    return body is not None and json.loads(body).get("success") is True
 
 
 _BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')

@@ -113,6 +113,16 @@ class ProcessTree:
             return None
         return 128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
 
+    def kill(self, pid: int, grace_s: float = 5.0) -> None:
+        """End one child now (SIGKILL) and reap it, leaving the rest of the run alone."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while self.exit_code(pid) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def kill_all(self, first: int | None = None, grace_s: float = 30.0) -> None:
         """End every process of the run. `first` (a child), when given, is asked first:
         SIGTERM and up to grace_s of real time to exit normally (a server ending its own

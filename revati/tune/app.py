@@ -111,9 +111,13 @@ def hydra_argv(argv: list[str]) -> list[str]:
     return canonical_models(select_not_append(argv))
 
 
+# at import: a launcher's worker process (hydra/launcher=joblib) resolves the run's folder,
+# ${study.name}, before it calls tune()
+register_resolvers()
+
+
 def main() -> None:
     exit_on_sigterm()
-    register_resolvers()
     sys.argv[1:] = hydra_argv(sys.argv[1:])
     overrides = _overrides(sys.argv[1:])
     if overrides is not None:

@@ -23,6 +23,7 @@ from revati.tune.constraints import check_fixed
 from revati.tune.engine_flags import unmapped_keys
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import is_known_metric
+from revati.tune.pruning import make_pruner
 from revati.tune.space import SearchSpace, sampler_kind, with_params
 from revati.workload.datasets import DATASETS, DatasetError, load_trace
 
@@ -129,6 +130,9 @@ def check_config(cfg: Any, space: SearchSpace) -> None:
     _positive(cfg, "workload.request_rate", (int, float), allow_inf=True)
     if cfg.trial.get("max_wall_min") is not None:
         _positive(cfg, "trial.max_wall_min", (int, float))
+    make_pruner(cfg.sweep)  # raises on a pruner that cannot work for this sweep
+    if not isinstance(cfg.trial.share_engine, bool):
+        raise ConfigError(f"trial.share_engine={cfg.trial.share_engine!r} must be true or false")
     _positive(cfg, "engine.gpu_memory_utilization", (int, float))
     if cfg.engine.gpu_memory_utilization > 1:
         raise ConfigError(f"engine.gpu_memory_utilization={cfg.engine.gpu_memory_utilization} "

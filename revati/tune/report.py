@@ -1,4 +1,5 @@
-"""End-of-sweep report: ranked configurations, the Pareto front, what was infeasible and why.
+"""End-of-sweep report: ranked configurations, the Pareto front, what was infeasible, stopped
+early or failed, and why.
 
 Built from the Optuna study alone (trial params, values and user attributes), so a report
 of a study shared by several workers covers every worker's trials.
@@ -53,8 +54,10 @@ def _ranked(study: optuna.Study, objectives: Any) -> pd.DataFrame:
 
 
 def _reasons(study: optuna.Study, state: TrialState, attr: str) -> pd.DataFrame:
+    # PRUNED holds both the infeasible and the stopped-early trials: each has its own attr
     rows = [{"trial": t.number, "config": _params(t), "reason": t.user_attrs.get(attr, "?")}
-            for t in study.trials if t.state == state]
+            for t in study.trials
+            if t.state == state and (attr in t.user_attrs or state != TrialState.PRUNED)]
     return pd.DataFrame(rows)
 
 
@@ -99,6 +102,8 @@ def build_report(study: optuna.Study, objectives: Any, out_dir: Path) -> Report:
     lines.append(ranked.to_string(index=False) if len(ranked) else "none: no trial completed")
     for title, state, attr in (("Infeasible configurations (pruned before launch)",
                                 TrialState.PRUNED, "infeasible_reason"),
+                               ("Stopped early (the sweep's pruner: they could not win)",
+                                TrialState.PRUNED, "stopped_early"),
                                ("Failed trials", TrialState.FAIL, "fail_reason")):
         table = _reasons(study, state, attr)
         lines += ["", f"## {title}", table.to_string(index=False) if len(table) else "none"]

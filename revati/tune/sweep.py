@@ -2,8 +2,10 @@
 
 A trial applies the sampled values to the configuration, checks the space's constraints
 (an infeasible configuration becomes a PRUNED trial with its reason and never launches),
-runs the emulated benchmark through revati.tune.trial.run_trial, and records the result:
-COMPLETE with the objective values, or FAIL with the reason; the sweep goes on either way.
+runs the emulated benchmark through revati.tune.trial.run_trial (on the last trial's engine
+when only the load differs), and records the result: COMPLETE with the objective values,
+PRUNED when the sweep's pruner stopped it early (revati.tune.pruning), or FAIL with the
+reason; the sweep goes on either way.
 Every trial is also an MLflow child run of the sweep's parent run.
 """
 
@@ -23,15 +25,17 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from revati.bench.server import EmulatedServer
 from revati.tune.checks import check_config
 from revati.tune.constraints import first_violation
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import objective_values, read_requests, trial_metrics
 from revati.tune.plots import latency_cdf
+from revati.tune.pruning import LoadReports, make_pruner
 from revati.tune.report import Report, build_report, point_label
 from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
-from revati.tune.trial import TrialError, run_trial
+from revati.tune.trial import SharedEngine, TrialError, run_trial
 from revati.tune.walltime import estimate_wall_s, minutes
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -54,8 +58,10 @@ def trial_budget(cfg: Any, space: SearchSpace) -> int:
 
 
 class Objective:
-    def __init__(self, cfg: DictConfig, space: SearchSpace, tracker: SweepTracker):
-        self.cfg, self.space, self.tracker = cfg, space, tracker
+    def __init__(self, cfg: DictConfig, space: SearchSpace, tracker: SweepTracker,
+                 engines: SharedEngine, pruning: bool):
+        self.cfg, self.space, self.tracker, self.engines = cfg, space, tracker, engines
+        self.pruning = pruning
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         params = self.space.suggest(trial)
@@ -71,11 +77,20 @@ class Objective:
             self.tracker.log_trial(state="PRUNED", metrics={}, reason=reason,
                                    artifacts=[out_dir / "config.yaml"], **record)
             raise optuna.TrialPruned(reason)
+        watch = None
+        if self.pruning:
+            def watch(server: EmulatedServer) -> LoadReports:
+                return LoadReports(trial, cfg, server.port, server.dep.virtual_s)
         try:
-            summary = run_trial(cfg)
+            summary = run_trial(cfg, self.engines, watch)
             requests = read_requests(out_dir)
             metrics = trial_metrics(cfg, summary, requests)
             values = objective_values(metrics, cfg.sweep.objectives)
+        except optuna.TrialPruned as exc:
+            trial.set_user_attr("stopped_early", str(exc))
+            self.tracker.log_trial(state="PRUNED", metrics={}, reason=str(exc),
+                                   artifacts=self._artifacts(out_dir), **record)
+            raise
         except TrialError as exc:
             trial.set_user_attr("fail_reason", str(exc))
             self.tracker.log_trial(state="FAIL", metrics={}, reason=str(exc),
@@ -158,15 +173,22 @@ class Progress:
 
 def _storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
     # Heartbeats let a later run (or another worker) fail the trials of a dead process.
+    # SQLite lets one writer in at a time: workers of one host that share a study file wait
+    # for each other up to a minute rather than the driver's 5 s
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
     def open_storage() -> optuna.storages.RDBStorage:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=30, grace_period=120)
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=30,
+                                          grace_period=120)
 
     for attempt in range(attempts - 1):
         try:
             return open_storage()
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
+                sqlalchemy.exc.OperationalError):
             # Workers started together on an empty database race to create Optuna's
-            # schema; the loser finds it complete on the next attempt.
+            # schema (SQLite: "table studies already exists"); the loser finds it complete
+            # on the next attempt.
             time.sleep(0.5 * (attempt + 1))
     return open_storage()
 
@@ -190,7 +212,7 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     try:
         tracker = SweepTracker(cfg.mlflow.tracking_uri, cfg.mlflow.experiment,
                                cfg.mlflow.artifact_root, cfg.study.name)
-    except MlflowException as exc:
+    except (MlflowException, sqlalchemy.exc.SQLAlchemyError) as exc:
         raise ConfigError(f"cannot open mlflow.tracking_uri '{cfg.mlflow.tracking_uri}': "
                           f"{' '.join(str(exc).split())[:300]}") from None
     directions = [o.direction for o in cfg.sweep.objectives]
@@ -200,8 +222,9 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     # A resumed study gets a fresh seed: the same seed would replay the first proposals.
     sampler = make_sampler(cfg, space, seed=cfg.seed + existing)
     budget = trial_budget(cfg, space)
+    pruner = make_pruner(cfg.sweep)
     study = optuna.create_study(study_name=cfg.study.name, storage=storage, sampler=sampler,
-                                directions=directions, load_if_exists=True)
+                                pruner=pruner, directions=directions, load_if_exists=True)
     optuna.storages.fail_stale_trials(study)
     tracker.log_sweep(flat_params(cfg))
     finished = study.get_trials(deepcopy=False, states=FINISHED)
@@ -220,8 +243,10 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
         progress = Progress(study, remaining, cfg.study.show_progress,
                             plan(cfg, space, remaining,
                                  {point_label(t.params) for t in finished}))
-        study.optimize(Objective(cfg, space, tracker), n_trials=n_trials,
-                       catch=(TrialError,), callbacks=[*stop, progress])
+        with SharedEngine(cfg.trial.share_engine) as engines:
+            pruning = not isinstance(pruner, optuna.pruners.NopPruner)
+            study.optimize(Objective(cfg, space, tracker, engines, pruning), n_trials=n_trials,
+                           catch=(TrialError,), callbacks=[*stop, progress])
         progress.bar.close()
     report = build_report(study, cfg.sweep.objectives, out_dir)
     (out_dir / "best.json").write_text(json.dumps(

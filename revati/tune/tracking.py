@@ -6,6 +6,8 @@ Optuna study) adds its new trials under the same parent run.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,26 @@ def _chunks(items: list, size: int) -> Iterator[list]:
         yield items[i:i + size]
 
 
+@contextlib.contextmanager
+def _one_at_a_time(tracking_uri: str) -> Iterator[None]:
+    """Workers of one host that start together (a launcher's jobs) would race to create a
+    new SQLite store's tables, the experiment and the sweep's parent run: they take turns."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    lock = Path(tracking_uri.removeprefix("sqlite:///")).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 class SweepTracker:
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: str, study: str):
+        with _one_at_a_time(tracking_uri):
+            self._open(tracking_uri, experiment, artifact_root, study)
+
+    def _open(self, tracking_uri: str, experiment: str, artifact_root: str, study: str) -> None:
         self.client = MlflowClient(tracking_uri=tracking_uri)
         exp = self.client.get_experiment_by_name(experiment)
         self.experiment_id = (exp.experiment_id if exp else self.client.create_experiment(

@@ -1,22 +1,34 @@
-"""One trial: run the emulated benchmark (`revati bench`) for a configuration.
+"""One trial: the emulated benchmark (`revati bench`'s server and load) for a configuration.
 
-This is the only place the tuner starts a benchmark. The benchmark writes OUT/summary.json
-(the keys `vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks and
-predictor_coverage) and OUT/requests.csv (one row per request); its output goes to
-OUT/bench.log, which the tuner keeps as the trial's engine log.
+This is the only place the tuner runs a benchmark. A trial writes OUT/summary.json (the keys
+`vllm bench serve --save-result` writes, plus wall_s, num_gpu_blocks and the predictor's
+figures over the measured requests), OUT/requests.csv (one row per request), OUT/bench.log
+(the benchmark's progress, kept as the trial's log) and OUT/command.txt, the `revati bench`
+command that runs the same trial on a fresh engine of its own.
+
+Trials whose engine is the same (engine, model, hardware, layout, engine flags: everything
+but the load, bench.options.LOAD) share one started engine (SharedEngine): a sweep over
+request rates, workloads or seeds starts it once, and each trial after the first finds the
+prefix cache emptied and the warm state (compiled kernels, CUDA graphs) kept, as on a real
+server that a benchmark operator reuses. `trial.share_engine=false` starts one per trial.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
-import os
-import signal
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from revati.bench.options import BenchOptions, command_line
+import optuna
+
+from revati.bench.checks import check_options
+from revati.bench.errors import BenchError
+from revati.bench.options import LOAD, BenchOptions, command_line
+from revati.bench.server import EmulatedServer, resolve_hardware
 from revati.tune.engine_flags import engine_flags
 
 
@@ -24,14 +36,20 @@ class TrialError(RuntimeError):
     """The benchmark did not produce a result; the message is the recorded reason."""
 
 
-def bench_command(cfg: Any, out_dir: Path) -> list[str]:
+# the options a trial sets explicitly in its command line, beside those off their default
+_EXPLICIT = ("engine", "model", "hardware", "tp", "pp", "dataset", "num_prompts",
+             "request_rate", "burstiness", "num_warmups", "seed", "out")
+
+
+def bench_options(cfg: Any, out_dir: Path) -> tuple[BenchOptions, tuple[str, ...]]:
+    """The trial's `revati bench` options, and the names its command line states."""
     w, par = cfg.workload, cfg.parallelism
     opts = BenchOptions(
         engine=cfg.engine.name, model=cfg.model.name, hardware=cfg.hardware_key,
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dataset=w.dataset,
         num_prompts=w.num_prompts, request_rate=w.request_rate, burstiness=w.burstiness,
         num_warmups=w.get("num_warmups", 0), seed=cfg.seed, out=out_dir,
-        engine_args=engine_flags(cfg))
+        ready_timeout_s=float(cfg.trial.timeout_s), engine_args=engine_flags(cfg))
     # the dataset's own options
     own: tuple[str, ...] = ()
     if w.dataset == "random":
@@ -40,62 +58,98 @@ def bench_command(cfg: Any, out_dir: Path) -> list[str]:
         own = ("input_len", "output_len", "range_ratio")
     elif w.dataset == "trace":
         opts.trace, own = Path(str(w.trace)), ("trace",)
-    explicit = ("engine", "model", "hardware", "tp", "pp", "dataset", *own, "num_prompts",
-                "request_rate", "burstiness", "num_warmups", "seed", "out")
+    return opts, (*_EXPLICIT, *own)
+
+
+def bench_command(cfg: Any, out_dir: Path) -> list[str]:
+    """The `revati bench` command that runs the trial alone, on a fresh engine."""
+    opts, explicit = bench_options(cfg, out_dir)
     return [sys.executable, "-m", "revati.cli.main", "bench", *command_line(opts, explicit)]
 
 
-def _end_session(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def engine_key(opts: BenchOptions) -> BenchOptions:
+    """What makes two trials' engines the same: every option but the load's."""
+    return dataclasses.replace(opts, **{name: None for name in LOAD})
 
 
-def _tail(log: Path, lines: int = 1) -> str:
-    text = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    return " | ".join(text[-lines:]) if text else "(no output)"
+class SharedEngine:
+    """The engine the last trial ran on, kept for the next trial whose engine_key matches;
+    a context manager that ends it on exit (and the sweep on Ctrl-C or SIGTERM with it)."""
+
+    def __init__(self, share: bool = True) -> None:
+        self.share = share
+        self.key: BenchOptions | None = None
+        self.server: EmulatedServer | None = None
+        self.started = 0  # engines started so far
+
+    def serve(self, opts: BenchOptions) -> tuple[EmulatedServer, bool]:
+        """A started engine for opts, and whether it served an earlier trial."""
+        key = engine_key(opts)
+        if self.server is not None and self.share and key == self.key:
+            return self.server, True
+        self.close()
+        check_options(opts, resolve_hardware(opts.hardware))
+        server = EmulatedServer(opts)
+        server.__enter__()
+        self.server, self.key = server, key
+        self.started += 1
+        return server, False
+
+    def close(self) -> None:
+        if self.server is not None:
+            server, self.server, self.key = self.server, None, None
+            server.__exit__(None, None, None)
+
+    def __enter__(self) -> SharedEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def run_trial(cfg: Any) -> dict[str, Any]:
-    """Run the benchmark into cfg.trial.out_dir and return its summary.json as a dict.
+def run_trial(cfg: Any, engines: SharedEngine,
+              watch: Callable[[EmulatedServer], Callable[[], None]] | None = None
+              ) -> dict[str, Any]:
+    """Run the benchmark into cfg.trial.out_dir on engines' engine and return its summary.
+    watch(server), when given, makes the load's during_measured (EmulatedServer.run_load):
+    the pruner's reports, whose optuna.TrialPruned stops the load and leaves the engine to
+    the next trial.
 
-    Raises TrialError with a one-line reason when the benchmark fails, times out or
-    writes no summary."""
+    Raises TrialError with a one-line reason when the engine does not start, the load fails,
+    or a request fails."""
     out_dir = Path(cfg.trial.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = out_dir / "bench.log"
-    cmd = bench_command(cfg, out_dir)
-    (out_dir / "command.txt").write_text(" ".join(cmd) + "\n")
-    with log.open("w") as fh:
-        # A session of its own, so a timeout ends the engine processes bench started too.
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    opts, _ = bench_options(cfg, out_dir)
+    (out_dir / "command.txt").write_text(" ".join(bench_command(cfg, out_dir)) + "\n")
+    with (out_dir / "bench.log").open("w") as log, contextlib.redirect_stdout(log):
         try:
-            returncode = proc.wait(timeout=cfg.trial.timeout_s)
-        except subprocess.TimeoutExpired:
-            _end_session(proc)
-            raise TrialError(f"bench timed out after {cfg.trial.timeout_s} s") from None
-        except BaseException:
-            # Ctrl-C or SIGTERM of the sweep: the benchmark's engines end with it
-            _end_session(proc)
+            server, reused = engines.serve(opts)
+            if reused:
+                print(f"[revati-tune] the engine of {server.out} (started for an earlier "
+                      f"trial, prefix cache emptied): engine log {server.log}", flush=True)
+            summary = server.run_load(opts, out_dir, watch(server) if watch else None)
+        except optuna.TrialPruned:
+            try:  # the stopped client's requests end; an engine that keeps them ends too
+                server.reset_cache()
+            except BenchError:
+                engines.close()
             raise
-    if returncode != 0:
-        raise TrialError(f"bench exited with status {returncode}: {_tail(log)}")
-    summary_path = out_dir / "summary.json"
-    if not summary_path.is_file():
-        raise TrialError(f"bench exited 0 but wrote no {summary_path.name}: {_tail(log)}")
-    try:
-        summary = json.loads(summary_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise TrialError(f"bench wrote an unreadable {summary_path.name}: {exc}") from None
-    if not isinstance(summary, dict):
-        raise TrialError(f"bench wrote a {type(summary).__name__}, not an object, "
-                         f"to {summary_path.name}")
+        except BenchError as e:
+            print(f"revati bench: {e}", flush=True)
+            # an engine that failed a load may be in any state: the next trial starts anew
+            engines.close()
+            raise TrialError(" ".join(str(e).split())[:500]) from None
+        except BaseException:
+            engines.close()
+            raise
+    summary["engine_shared"] = reused
+    # the predictor's figures over the measured requests: the engine's start-up is not the
+    # trial's, and a shared engine's belongs to an earlier one
+    summary.update(summary.get("predictor_measured") or {})
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if summary.get("failed") or not summary["completed"]:
+        why = "; ".join(f"{n} x {e}" for e, n in summary["failure_reasons"].items())
+        failed = summary.get("failed", 0)
+        raise TrialError(f"{failed} of {summary['completed'] + failed} requests failed "
+                         f"({why or 'no error given'}); see {server.log}")
     return summary

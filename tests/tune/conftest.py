@@ -12,9 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from revati.models.catalog import CONF_DIR
-from revati.tune.app import hydra_argv, register_resolvers
-
-register_resolvers()
+from revati.tune.app import hydra_argv  # registers revati/conf/'s resolvers
 
 
 @pytest.fixture

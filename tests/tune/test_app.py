@@ -39,6 +39,7 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
     (["+model=llama8b", "sweep=batching", "parallelism.tensor_parallel_size=8",
       "parallelism.host_cores=2", "trial.max_wall_min=1"], "exceeds trial.max_wall_min=1"),
     (["+model=llama8b", "trial.max_wall_min=0"], "trial.max_wall_min=0 must be a positive"),
+    (["+model=llama8b", "trial.share_engine=maybe"], "trial.share_engine='maybe' must be true"),
     (["+model=llama8b", "workload=azure_conv", "workload.trace=nope.csv"],
      "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
     (["+model=llama8b", "workload=azure_conv", "workload.trace=bad.csv"],
@@ -123,10 +124,10 @@ def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
                 t.params["parallelism.pipeline_parallel_size"]): t.user_attrs["infeasible_reason"]
                for t in pruned}
     assert "max_gpus=8" in reasons[8, 4] and "weights 131.4 GiB" in reasons[1, 1]
-    assert all("bench exited with status" in t.user_attrs["fail_reason"] for t in failed)
+    assert all("vllm start-up failed (exit" in t.user_attrs["fail_reason"] for t in failed)
     assert "Infeasible configurations" in first.stdout and "Failed trials" in first.stdout
     report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
-    assert "none: no trial completed" in report and "bench exited with status" in report
+    assert "none: no trial completed" in report and "vllm start-up failed (exit" in report
 
     client = _mlflow(tmp_path)
     exp = client.get_experiment_by_name("revati-tune")
@@ -167,3 +168,26 @@ def test_raising_the_budget_resumes_a_tpe_study(run_tune, tmp_path):
     # A resumed study must not replay the first proposals.
     params = [json.dumps(t.params, sort_keys=True) for t in study.trials]
     assert len(set(params)) == len(params)
+
+
+def test_two_workers_started_by_the_launcher_share_one_study(run_tune, tmp_path):
+    """Issue #28, item 3: Hydra's joblib launcher starts `worker=0,1` as two processes at
+    once; the worker key stays out of the study's name, so both draw from one study (its
+    SQLite file) and split the grid: every point runs once, each worker runs some."""
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "worker=0,1",
+            "+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10",
+            "parallelism.host_cores=16", FAILING_ENGINE]
+    proc = run_tune(tmp_path, *args, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = _study(tmp_path)
+    assert "worker" not in study.study_name
+    points = {tuple(sorted(t.params.items())) for t in study.trials}
+    assert len(points) == 12
+    assert all(t.state in (TrialState.PRUNED, TrialState.FAIL) for t in study.trials)
+    client = _mlflow(tmp_path)
+    exp = client.get_experiment_by_name("revati-tune")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    trials = [r for r in runs if "revati.trial" in r.data.tags]
+    assert {r.data.params["worker"] for r in trials} == {"0", "1"}
+    assert sorted(int(r.data.tags["revati.trial"]) for r in trials) == sorted(
+        t.number for t in study.trials)

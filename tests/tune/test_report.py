@@ -28,6 +28,9 @@ def _study() -> optuna.Study:
     study.add_trial(create_trial(params={"workload.request_rate": 16.0}, distributions=RATE,
                                  state=TrialState.PRUNED,
                                  user_attrs={"infeasible_reason": "too many GPUs"}))
+    study.add_trial(create_trial(params={"workload.request_rate": 24.0}, distributions=RATE,
+                                 state=TrialState.PRUNED,
+                                 user_attrs={"stopped_early": "stopped at 3/10"}))
     study.add_trial(create_trial(params={"workload.request_rate": 32.0}, distributions=RATE,
                                  state=TrialState.FAIL, user_attrs={"fail_reason": "bench died"}))
     return study
@@ -35,7 +38,7 @@ def _study() -> optuna.Study:
 
 def test_report_ranks_and_explains(tmp_path):
     report = build_report(_study(), OBJECTIVES, tmp_path)
-    assert report.counts == {"COMPLETE": 4, "PRUNED": 1, "FAIL": 1}
+    assert report.counts == {"COMPLETE": 4, "PRUNED": 2, "FAIL": 1}
     text = (tmp_path / "report.md").read_text()
     assert text == report.text
     best = text.split("## Best configurations")[1].split("##")[0].strip().splitlines()
@@ -46,6 +49,11 @@ def test_report_ranks_and_explains(tmp_path):
     assert "cost_per_million_tokens" in best[0] and "goodput_per_gpu" not in best[0]
     assert float(best[1].split()[-1]) == 2.5
     assert "too many GPUs" in text and "bench died" in text
+    # infeasible and stopped-early trials are both PRUNED, each listed under its own title
+    infeasible = text.split("## Infeasible")[1].split("##")[0]
+    stopped = text.split("## Stopped early")[1].split("##")[0]
+    assert "too many GPUs" in infeasible and "stopped at" not in infeasible
+    assert "stopped at 3/10" in stopped and "too many GPUs" not in stopped
     assert {p.name for p in report.plots} == {"throughput_latency.png", "pareto_front.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.plots)
 

@@ -1,4 +1,5 @@
-"""run_trial: the benchmark command line (failures and their reasons: test_app.py)."""
+"""run_trial: the benchmark command line (failures and their reasons: test_app.py; shared
+engines: test_shared_engine.py)."""
 
 import sys
 
@@ -16,7 +17,7 @@ def test_bench_command_carries_the_configuration(make_cfg, tmp_path):
                      "--tp": "4", "--pp": "1", "--dataset": "random", "--input-len": "1024",
                      "--output-len": "128", "--range-ratio": "0.0", "--num-prompts": "500",
                      "--request-rate": "2.5", "--burstiness": "1.0", "--num-warmups": "16",
-                     "--seed": "7",
+                     "--seed": "7", "--ready-timeout": "3600.0",
                      "--out": str(tmp_path)}
     assert "--max-num-seqs" in cmd[sep:]
 

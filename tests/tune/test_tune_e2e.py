@@ -105,3 +105,32 @@ def test_one_study_compares_the_two_engines(run_tune, tmp_path):
         assert summary["revati"]["engine"] == engine and summary["completed"] == 8
     report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
     assert "sglang" in report and "vllm" in report
+
+
+def test_a_pruner_stops_a_losing_trial_on_the_shared_engine(run_tune, tmp_path):
+    """Issue #28, items 1 and 2: two trials that differ only in their load share one engine;
+    by mean TTFT, the second (every request at once) is worse than the first (2 requests/s)
+    from its first tenth of requests on, and the median pruner stops it there (seed 1 puts
+    rate 2 first in the grid's order)."""
+    args = ["+model=llama3_8b", "sweep=tp_pp", "~sweep.params",
+            "+sweep.params={workload.request_rate:{choices:[2,inf]}}",
+            "sweep.objectives=[{metric:mean_ttft_ms,direction:minimize}]",
+            "sweep.pruner={kind:median,n_startup_trials:1,n_warmup_steps:0}", "seed=1",
+            "workload.num_prompts=40", "workload.input_len=1024", "workload.output_len=128",
+            "+workload.range_ratio=0.9", "engine.max_model_len=4096"]
+    proc = run_tune(tmp_path, *args, timeout=2400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    first, second = study.trials
+    assert first.params["workload.request_rate"] == 2 and first.state == TrialState.COMPLETE
+    assert second.state == TrialState.PRUNED, second.user_attrs
+    assert "stopped at " in second.user_attrs["stopped_early"]
+    steps = second.intermediate_values
+    assert steps and max(steps) < 10 and min(steps.values()) > first.values[0]
+    trials = next(tmp_path.glob("outputs/revati-tune/*/trials"))
+    assert "started for an earlier trial" in (trials / "trial-0001" / "bench.log").read_text()
+    report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
+    stopped = report.split("## Stopped early")[1].split("##")[0]
+    assert "request_rate=inf" in stopped and "stopped at " in stopped
+    assert "request_rate=inf" not in report.split("## Infeasible")[1].split("##")[0]
