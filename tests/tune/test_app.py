@@ -174,15 +174,17 @@ def test_two_workers_started_by_the_launcher_share_one_study(run_tune, tmp_path)
     """Issue #28, item 3: Hydra's joblib launcher starts `worker=0,1` as two processes at
     once; the worker key stays out of the study's name, so both draw from one study (its
     SQLite file) and split the grid: every point runs once, each worker runs some."""
+    # two GPUs: two of the twelve layouts launch (and fail in seconds), ten are infeasible
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "worker=0,1",
             "+model=llama70b", "sweep=tp_pp", "workload.num_prompts=10",
-            "parallelism.host_cores=16", FAILING_ENGINE]
+            "parallelism.max_gpus=2", "parallelism.host_cores=16", FAILING_ENGINE]
     proc = run_tune(tmp_path, *args, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = _study(tmp_path)
     assert "worker" not in study.study_name
     points = {tuple(sorted(t.params.items())) for t in study.trials}
     assert len(points) == 12
+    assert sum(t.state == TrialState.FAIL for t in study.trials) >= 2  # both at once: 3
     assert all(t.state in (TrialState.PRUNED, TrialState.FAIL) for t in study.trials)
     client = _mlflow(tmp_path)
     exp = client.get_experiment_by_name("revati-tune")
