@@ -86,16 +86,21 @@ def test_sigterm_ends_the_sweep_and_the_engine_it_started(tmp_path):
     assert not {pid: cmd for pid, cmd in tree.items() if alive(pid)}
 
 
+def _sweep(run_tune, tmp_path, args: list[str]) -> optuna.Study:
+    """Run the sweep to its end and return its study."""
+    proc = run_tune(tmp_path, *args, timeout=2400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
+    return optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+
+
 def test_one_study_compares_the_two_engines(run_tune, tmp_path):
     """sweep=engine: vLLM and SGLang are two values of one parameter, so one study runs
     both (at TP 1 within a one-GPU budget) and ranks them by the same objective."""
     args = ["+model=llama3_8b", "sweep=engine", "parallelism.max_gpus=1",
             "workload.num_prompts=8", "workload.input_len=128", "workload.output_len=16",
             "workload.request_rate=10", "engine.max_model_len=4096"]
-    proc = run_tune(tmp_path, *args, timeout=2400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    study = _sweep(run_tune, tmp_path, args)
     done = {t.params["engine"]: t for t in study.trials if t.state == TrialState.COMPLETE}
     assert set(done) == {"vllm", "sglang"}, [t.user_attrs for t in study.trials]
     assert all(t.params["parallelism.tensor_parallel_size"] == 1 for t in done.values())
@@ -118,10 +123,7 @@ def test_a_pruner_stops_a_losing_trial_on_the_shared_engine(run_tune, tmp_path):
             "sweep.pruner={kind:median,n_startup_trials:1,n_warmup_steps:0}", "seed=1",
             "workload.num_prompts=40", "workload.input_len=1024", "workload.output_len=128",
             "+workload.range_ratio=0.9", "engine.max_model_len=4096"]
-    proc = run_tune(tmp_path, *args, timeout=2400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
+    study = _sweep(run_tune, tmp_path, args)
     first, second = study.trials
     assert first.params["workload.request_rate"] == 2 and first.state == TrialState.COMPLETE
     assert second.state == TrialState.PRUNED, second.user_attrs
