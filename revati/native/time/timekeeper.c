@@ -448,11 +448,8 @@ static void sample_contention(int64_t now, int64_t interval) {
     /* The measured share is for what N/runnable cannot see (other programs, affinity), so
      * the wait N/runnable explains is taken out of it: in an interval that began and ended
      * with r > N emulated threads runnable, a thread that got the share N/r got all it
-     * could, and only what it got less counts (its wait becomes N/r x (run + wait) - run,
-     * kept signed: the kernel reports waits in lumps, so one interval reads more than the
-     * share and the next less, and clamping each at zero kept the surplus and dropped the
-     * deficit, reading three threads on one core 5 % slow; only the window's sum is
-     * clamped). An interval where contention began or ended is left out: the kernel adds a wait
+     * could, and only what it got less counts (its wait becomes max(0, N/r x (run + wait) -
+     * run)). An interval where contention began or ended is left out: the kernel adds a wait
      * to schedstat only once the thread runs again, so the waits of a burst of contention
      * show after it, where they would go on slowing the clock for up to the window's length
      * after the threads had cores again (a thread spinning 1 s of CPU beside 5 ms bursts
@@ -462,8 +459,9 @@ static void sample_contention(int64_t now, int64_t interval) {
         window[window_at].wait += wait_ns;
     } else if (runnable > cores && last_runnable > cores) {
         int r = runnable > last_runnable ? runnable : last_runnable;
+        int64_t unexplained = (run_ns + wait_ns) * cores / r - run_ns;
         window[window_at].run += run_ns;
-        window[window_at].wait += (run_ns + wait_ns) * cores / r - run_ns;
+        window[window_at].wait += unexplained > 0 ? unexplained : 0;
     }
     last_runnable = runnable;
     rv_host_rate_sample(now);
@@ -496,7 +494,6 @@ static void sample_contention(int64_t now, int64_t interval) {
      * hand-off's wait slow the clock for the rest of a run: where threads take turns, the
      * samples fall in step with their blocking and see one running at two consecutive
      * samples only now and then.) */
-    if (wait < 0) wait = 0;
     if (run + wait >= 1000000) {
         int64_t got = RV_RATE_ONE * run / (run + wait);
         share_ppm = got >= RV_SHARE_FULL_PPM ? RV_RATE_ONE
