@@ -109,7 +109,7 @@ class EmulatedServer:
         self.pid: int | None = None
         self.num_gpu_blocks: int | None = None
         self.max_model_len: int | None = None
-        self.loads = 0  # loads served so far
+        self.cache_used = False  # a load filled the prefix cache since it was last emptied
 
     def host_cpu(self, when: str) -> float:
         """This host's single-thread speed now (revati.hostspeed, in the thread's CPU time:
@@ -224,6 +224,7 @@ class EmulatedServer:
         (a client that ended on a timeout leaves some), so it is asked again."""
         for attempt in range(attempts):
             if self.engine.reset_cache(self.port):
+                self.cache_used = False
                 return
             time.sleep(1 + attempt)
         raise BenchError(f"{self.engine.NAME} did not empty its prefix cache after "
@@ -245,9 +246,9 @@ class EmulatedServer:
         if self.max_model_len:
             check_requests(opts, self.max_model_len, "the engine's max_model_len")
         load = load_args(opts, out, self.max_model_len)
-        if self.loads:
+        if self.cache_used:
             self.reset_cache()
-        self.loads += 1
+        self.cache_used = True
         wall0 = time.monotonic()
         # the predictor's counts when the client starts its measured requests (it prints
         # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from revati.bench.options import BenchOptions
+from revati.bench.options import add_arguments, from_args
 from revati.bench.server import EmulatedServer
 
 LOAD = ["--model", "llama3_8b", "--hardware", "h200", "--input-len", "512", "--output-len",
@@ -47,14 +47,10 @@ def fresh(out: Path, repeat: int) -> tuple[list[dict], float]:
 
 
 def shared(out: Path, repeat: int) -> tuple[list[dict], float]:
-    flags = dict(zip(LOAD[::2], LOAD[1::2], strict=True))
-    opts = BenchOptions(model=flags["--model"], hardware=flags["--hardware"], out=out / "shared",
-                        input_len=int(flags["--input-len"]),
-                        output_len=int(flags["--output-len"]),
-                        num_prompts=int(flags["--num-prompts"]),
-                        request_rate=float(flags["--request-rate"]),
-                        num_warmups=int(flags["--num-warmups"]), seed=int(flags["--seed"]),
-                        engine_args=ENGINE)
+    # the same options as the fresh runs' command line, read by `revati bench`'s own parser
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    opts = from_args(parser.parse_args([*LOAD, "--out", str(out / "shared"), "--", *ENGINE]))
     t0 = time.monotonic()
     with EmulatedServer(opts) as server:
         runs = [server.run_load(opts, opts.out / f"run{i}") for i in range(repeat)]
