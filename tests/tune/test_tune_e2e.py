@@ -121,7 +121,7 @@ def test_a_pruner_stops_a_losing_trial_on_the_shared_engine(run_tune, tmp_path):
             "+sweep.params={workload.request_rate:{choices:[2,inf]}}",
             "sweep.objectives=[{metric:mean_ttft_ms,direction:minimize}]",
             "sweep.pruner={kind:median,n_startup_trials:1,n_warmup_steps:0}", "seed=1",
-            "workload.num_prompts=40", "workload.input_len=1024", "workload.output_len=128",
+            "workload.num_prompts=20", "workload.input_len=1024", "workload.output_len=128",
             "+workload.range_ratio=0.9", "engine.max_model_len=4096"]
     study = _sweep(run_tune, tmp_path, args)
     first, second = study.trials
