@@ -8,8 +8,10 @@ client's figures (summary.json) exist only once its whole load is done. A latenc
 comes from the histogram's buckets, and goodput from the shares under each SLO as if TTFT and
 TPOT were independent: an estimate, the same for every trial, which is all a pruner compares
 (the median pruner takes the median of the other trials' values at the same step). A trial
-ends with the client's exact value. Engines without these metrics (SGLang serves them only
-with --enable-metrics) report nothing and are never stopped early.
+ends with the client's exact value. SGLang serves these metrics only with --enable-metrics,
+which a sweep with a pruner adds to its command line (the engine's `metrics_args`); it has no
+TPOT histogram, so an SGLang trial whose objective needs TPOT (its mean or quantiles,
+goodput) reports nothing and is never stopped early.
 """
 
 from __future__ import annotations
@@ -35,17 +37,40 @@ PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
         **{"min_resource": 1, "max_resource": STEPS, **kw}),
 }
 
-_SAMPLE = re.compile(r"^(vllm:[a-z_]+?)(?:_total)?(?:\{([^}]*)\})? (\S+)$", re.M)
+_SAMPLE = re.compile(r"^((?:vllm|sglang):[a-z0-9_]+?)(?:_total)?(?:\{([^}]*)\})? (\S+)$", re.M)
 _LE = re.compile(r'le="([^"]+)"')
-# summary metric -> the histogram it is read from
-_HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds",
-               "tpot": "vllm:request_time_per_output_token_seconds",
-               "itl": "vllm:inter_token_latency_seconds",
-               "e2el": "vllm:e2e_request_latency_seconds"}
 _LATENCY = re.compile(r"(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms")
-_RATES = {"output_throughput": ("vllm:generation_tokens",),
-          "total_token_throughput": ("vllm:generation_tokens", "vllm:prompt_tokens"),
-          "request_throughput": ("vllm:request_success",)}
+_RATES = ("output_throughput", "total_token_throughput", "request_throughput")
+
+
+@dataclass(frozen=True)
+class Names:
+    """An engine's Prometheus names for what the estimates read."""
+    histograms: dict[str, str]  # summary latency (ttft, tpot, ...) -> its histogram
+    generated: str              # output tokens
+    prompt: str                 # input tokens
+    finished: str               # requests completed
+
+    def rate(self, metric: str) -> tuple[str, ...]:
+        return {"output_throughput": (self.generated,),
+                "total_token_throughput": (self.generated, self.prompt),
+                "request_throughput": (self.finished,)}[metric]
+
+
+NAMES = {
+    "vllm": Names({"ttft": "vllm:time_to_first_token_seconds",
+                   "tpot": "vllm:request_time_per_output_token_seconds",
+                   "itl": "vllm:inter_token_latency_seconds",
+                   "e2el": "vllm:e2e_request_latency_seconds"},
+                  "vllm:generation_tokens", "vllm:prompt_tokens", "vllm:request_success"),
+    # SGLang 0.5.17's observability/metrics_collector.py; num_requests counts a request
+    # when it finishes
+    "sglang": Names({"ttft": "sglang:time_to_first_token_seconds",
+                     "itl": "sglang:inter_token_latency_seconds",
+                     "e2el": "sglang:e2e_request_latency_seconds"},
+                    "sglang:generation_tokens", "sglang:prompt_tokens",
+                    "sglang:num_requests"),
+}
 
 
 def reportable(metric: str) -> bool:
@@ -53,6 +78,13 @@ def reportable(metric: str) -> bool:
     base = metric.removesuffix("_per_gpu")
     return (bool(_LATENCY.fullmatch(metric)) or base in _RATES or base == "goodput"
             or metric == "cost_per_million_tokens")
+
+
+def metrics_args(cfg: Any) -> list[str]:
+    """The engine flags that make it serve the metrics the pruner reads: none without one."""
+    if cfg.sweep.get("pruner") is None:
+        return []
+    return [str(a) for a in cfg.engine.metrics_args]
 
 
 def make_pruner(sweep: Any) -> optuna.pruners.BasePruner:
@@ -144,16 +176,18 @@ def _share_under(buckets: list[tuple[float, float]], bound_s: float) -> float | 
     return 1.0
 
 
-def estimate(metric: str, d: Sample, gpus: int, slo: Any, price_per_gpu_hour: float
-             ) -> float | None:
-    """`metric` over the requests of d (a Sample since the measured start); None when they
-    do not yet tell it."""
+def estimate(metric: str, d: Sample, names: Names, gpus: int, slo: Any,
+             price_per_gpu_hour: float) -> float | None:
+    """`metric` over the requests of d (a Sample since the measured start), read by the
+    engine's names; None when they do not yet tell it or the engine does not serve it."""
     if d.virtual_s <= 0:
         return None
     base, per_gpu = metric.removesuffix("_per_gpu"), metric.endswith("_per_gpu")
     value: float | None
     if m := _LATENCY.fullmatch(metric):
-        hist = _HISTOGRAMS[m.group(3)]
+        hist = names.histograms.get(m.group(3))
+        if hist is None:
+            return None
         if m.group(1) == "mean":
             count = d.counters.get(hist + "_count", 0.0)
             value = d.counters.get(hist + "_sum", 0.0) / count if count > 0 else None
@@ -162,15 +196,17 @@ def estimate(metric: str, d: Sample, gpus: int, slo: Any, price_per_gpu_hour: fl
             value = _quantile(d.buckets.get(hist, []), q)
         return None if value is None else value * 1e3
     if base in _RATES:
-        value = sum(d.counters.get(c, 0.0) for c in _RATES[base]) / d.virtual_s
+        value = sum(d.counters.get(c, 0.0) for c in names.rate(base)) / d.virtual_s
     elif base == "goodput":
-        ttft = _share_under(d.buckets.get(_HISTOGRAMS["ttft"], []), slo.ttft_ms / 1e3)
-        tpot = _share_under(d.buckets.get(_HISTOGRAMS["tpot"], []), slo.tpot_ms / 1e3)
+        if "tpot" not in names.histograms:
+            return None
+        ttft = _share_under(d.buckets.get(names.histograms["ttft"], []), slo.ttft_ms / 1e3)
+        tpot = _share_under(d.buckets.get(names.histograms["tpot"], []), slo.tpot_ms / 1e3)
         if ttft is None or tpot is None:
             return None
-        value = d.counters.get("vllm:request_success", 0.0) / d.virtual_s * ttft * tpot
+        value = d.counters.get(names.finished, 0.0) / d.virtual_s * ttft * tpot
     else:  # cost_per_million_tokens
-        tokens = sum(d.counters.get(c, 0.0) for c in _RATES["total_token_throughput"])
+        tokens = sum(d.counters.get(c, 0.0) for c in names.rate("total_token_throughput"))
         if tokens <= 0:
             return None
         return gpus * price_per_gpu_hour / 3600 / (tokens / d.virtual_s) * 1e6
@@ -186,6 +222,7 @@ class LoadReports:
                  virtual_s: Callable[[], float]) -> None:
         self.trial, self.port, self.virtual_s = trial, port, virtual_s
         self.metric = cfg.sweep.objectives[0].metric
+        self.names = NAMES[cfg.engine.name]
         par = cfg.parallelism
         self.gpus = par.tensor_parallel_size * par.pipeline_parallel_size
         self.slo, self.price = cfg.workload.slo, cfg.hardware.price_per_gpu_hour_usd
@@ -206,10 +243,10 @@ class LoadReports:
             self.base = now
             return
         d = now.since(self.base)
-        step = int(d.counters.get("vllm:request_success", 0.0) * STEPS // max(1, self.requests))
+        step = int(d.counters.get(self.names.finished, 0.0) * STEPS // max(1, self.requests))
         if not self.step < step < STEPS:  # the last step is the trial's own result
             return
-        value = estimate(self.metric, d, self.gpus, self.slo, self.price)
+        value = estimate(self.metric, d, self.names, self.gpus, self.slo, self.price)
         if value is None or not math.isfinite(value):
             return
         self.step = step

@@ -30,6 +30,7 @@ from revati.bench.errors import BenchError
 from revati.bench.options import LOAD, BenchOptions, command_line
 from revati.bench.server import EmulatedServer, resolve_hardware
 from revati.tune.engine_flags import engine_flags
+from revati.tune.pruning import metrics_args
 
 
 class TrialError(RuntimeError):
@@ -49,7 +50,8 @@ def bench_options(cfg: Any, out_dir: Path) -> tuple[BenchOptions, tuple[str, ...
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dataset=w.dataset,
         num_prompts=w.num_prompts, request_rate=w.request_rate, burstiness=w.burstiness,
         num_warmups=w.get("num_warmups", 0), seed=cfg.seed, out=out_dir,
-        ready_timeout_s=float(cfg.trial.timeout_s), engine_args=engine_flags(cfg))
+        ready_timeout_s=float(cfg.trial.timeout_s),
+        engine_args=engine_flags(cfg) + metrics_args(cfg))
     # the dataset's own options
     own: tuple[str, ...] = ()
     if w.dataset == "random":

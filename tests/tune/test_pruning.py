@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import http.server
 import threading
+from pathlib import Path
 
 import optuna
 import pytest
 from omegaconf import OmegaConf
 
 from revati.tune.errors import ConfigError
-from revati.tune.pruning import STEPS, LoadReports, Sample, estimate, make_pruner, reportable
+from revati.tune.pruning import (
+    NAMES,
+    STEPS,
+    LoadReports,
+    Sample,
+    estimate,
+    make_pruner,
+    reportable,
+)
+from revati.tune.trial import bench_options
 
 BUCKETS = (0.01, 0.1, 1.0)
 
@@ -38,6 +48,7 @@ def _metrics(done: int, ttfts: list[float], tpots: list[float], tokens: int) -> 
 
 
 SLO = OmegaConf.create({"ttft_ms": 100, "tpot_ms": 10})
+VLLM = NAMES["vllm"]
 
 
 def test_the_objective_so_far_from_the_engine_counters():
@@ -47,21 +58,59 @@ def test_the_objective_so_far_from_the_engine_counters():
                                 [0.05, 0.05, 0.005, 0.005, 0.005, 0.05], 64 + 128), 104.0)
     d = now.since(base)
     assert d.virtual_s == 4.0 and d.counters["vllm:request_success"] == 4
-    assert estimate("output_throughput", d, 2, SLO, 3.0) == 128 / 4
-    assert estimate("output_throughput_per_gpu", d, 2, SLO, 3.0) == 128 / 4 / 2
-    assert estimate("request_throughput", d, 1, SLO, 3.0) == 1.0
-    assert estimate("mean_ttft_ms", d, 1, SLO, 3.0) == pytest.approx((0.01 + 0.05 + 0.5) / 4 * 1e3)
+    assert estimate("output_throughput", d, VLLM, 2, SLO, 3.0) == 128 / 4
+    assert estimate("output_throughput_per_gpu", d, VLLM, 2, SLO, 3.0) == 128 / 4 / 2
+    assert estimate("request_throughput", d, VLLM, 1, SLO, 3.0) == 1.0
+    assert estimate("mean_ttft_ms", d, VLLM, 1, SLO, 3.0) == pytest.approx(
+        (0.01 + 0.05 + 0.5) / 4 * 1e3)
     # the median of 0.005, 0.005, 0.05, 0.5: between the 0.01 and 0.1 bounds
-    assert 10 <= estimate("median_ttft_ms", d, 1, SLO, 3.0) <= 100
-    assert 100 <= estimate("p99_ttft_ms", d, 1, SLO, 3.0) <= 1000
+    assert 10 <= estimate("median_ttft_ms", d, VLLM, 1, SLO, 3.0) <= 100
+    assert 100 <= estimate("p99_ttft_ms", d, VLLM, 1, SLO, 3.0) <= 1000
     # goodput: 1 request/s, x the shares under the SLOs (TTFT 100 ms: 3 of 4; TPOT 10 ms:
     # the 0.01 bound's bucket, 3 of 4)
-    assert estimate("goodput", d, 1, SLO, 3.0) == pytest.approx(0.75 * 0.75)
+    assert estimate("goodput", d, VLLM, 1, SLO, 3.0) == pytest.approx(0.75 * 0.75)
     tokens_per_s = 128 * 5 / 4
-    assert estimate("cost_per_million_tokens", d, 2, SLO, 3.0) == pytest.approx(
+    assert estimate("cost_per_million_tokens", d, VLLM, 2, SLO, 3.0) == pytest.approx(
         2 * 3.0 / 3600 / tokens_per_s * 1e6)
     # before any request finished, no latency is known
-    assert estimate("mean_ttft_ms", base.since(base), 1, SLO, 3.0) is None
+    assert estimate("mean_ttft_ms", base.since(base), VLLM, 1, SLO, 3.0) is None
+
+
+def test_the_objective_so_far_from_sglangs_metrics():
+    """data/sglang_metrics.txt is the /metrics of a real emulated SGLang 0.5.17 server (run
+    with --enable-metrics) after 6 requests of 128/16 tokens sent at once, cut to the
+    families read here and one they leave alone (cached_tokens); before them the server
+    had no sample of these families, which reads as zero. Its client measured mean TTFT
+    92.4 ms, E2E 161.0 ms and ITL 4.84 ms: the server's histograms start later, at the
+    request's arrival in the tokenizer manager."""
+    text = (Path(__file__).parent / "data" / "sglang_metrics.txt").read_text()
+    d = Sample.parse(text, virtual_s=10.0).since(Sample.parse("", virtual_s=0.0))
+    sglang = NAMES["sglang"]
+    assert d.counters["sglang:num_requests"] == 6
+    assert estimate("output_throughput", d, sglang, 1, SLO, 3.0) == 6 * 16 / 10
+    assert estimate("total_token_throughput", d, sglang, 1, SLO, 3.0) == 6 * (128 + 16) / 10
+    assert estimate("request_throughput", d, sglang, 1, SLO, 3.0) == 0.6
+    assert estimate("mean_ttft_ms", d, sglang, 1, SLO, 3.0) == pytest.approx(
+        0.4665110689984431 / 6 * 1e3)
+    # a name with a digit in it (e2e), as vLLM's E2E histogram has too
+    assert estimate("mean_e2el_ms", d, sglang, 1, SLO, 3.0) == pytest.approx(
+        0.8918221769999946 / 6 * 1e3)
+    assert estimate("mean_itl_ms", d, sglang, 1, SLO, 3.0) == pytest.approx(
+        0.4244257190002827 / 90 * 1e3)
+    assert 0 < estimate("p99_ttft_ms", d, sglang, 1, SLO, 3.0) < 1e3
+    # no TPOT histogram: what needs TPOT is not known during the load
+    assert estimate("mean_tpot_ms", d, sglang, 1, SLO, 3.0) is None
+    assert estimate("goodput", d, sglang, 1, SLO, 3.0) is None
+
+
+def test_a_pruned_sweep_asks_sglang_for_its_metrics(make_cfg, tmp_path):
+    pruner = "sweep.pruner={kind:median}"
+    sglang = bench_options(make_cfg("+model=llama8b", "engine=sglang", pruner), tmp_path)[0]
+    assert sglang.engine_args[-1] == "--enable-metrics"
+    alone = bench_options(make_cfg("+model=llama8b", "engine=sglang"), tmp_path)[0]
+    assert "--enable-metrics" not in alone.engine_args
+    vllm = bench_options(make_cfg("+model=llama8b", pruner), tmp_path)[0]
+    assert vllm.engine_args == bench_options(make_cfg("+model=llama8b"), tmp_path)[0].engine_args
 
 
 def test_the_pruner_comes_from_the_sweep_file():
@@ -113,6 +162,7 @@ def test_a_trial_worse_than_the_others_at_a_step_is_stopped():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cfg = OmegaConf.create({
         "sweep": {"objectives": [{"metric": "mean_ttft_ms", "direction": "minimize"}]},
+        "engine": {"name": "vllm"},
         "parallelism": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1},
         "workload": {"slo": SLO, "num_prompts": 20}, "hardware": {"price_per_gpu_hour_usd": 3}})
     clock = iter([0.0, 1.0, 2.0])
