@@ -25,9 +25,8 @@ def http_ok(port: int, path: str, timeout: float = 2) -> bool:
         return False
 
 
-def http_post(port: int, path: str, timeout: float = 30) -> bytes | None:
-    """The body of an empty POST to the local server, None when it does not answer 2xx."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"", method="POST")
+def _request(req: urllib.request.Request | str, timeout: float) -> bytes | None:
+    """The body of a request to the local server, None when it does not answer 2xx."""
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.read()
@@ -35,13 +34,15 @@ def http_post(port: int, path: str, timeout: float = 30) -> bytes | None:
         return None
 
 
+def http_post(port: int, path: str, timeout: float = 30) -> bytes | None:
+    """The body of an empty POST to the local server, None when it does not answer 2xx."""
+    return _request(urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"",
+                                           method="POST"), timeout)
+
+
 def http_get(port: int, path: str, timeout: float = 5) -> bytes | None:
     """The body of a GET on the local server, None when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.read()
-    except (urllib.error.URLError, OSError):
-        return None
+    return _request(f"http://127.0.0.1:{port}{path}", timeout)
 
 
 def http_json(port: int, path: str, timeout: float = 5) -> dict:

@@ -113,15 +113,19 @@ class ProcessTree:
             return None
         return 128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
 
-    def kill(self, pid: int, grace_s: float = 5.0) -> None:
-        """End one child now (SIGKILL) and reap it, leaving the rest of the run alone."""
+    def _end(self, pid: int, sig: signal.Signals, grace_s: float) -> None:
+        """Send sig to one child and wait up to grace_s of real time for it to exit."""
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             return
         deadline = time.monotonic() + grace_s
         while self.exit_code(pid) is None and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def kill(self, pid: int, grace_s: float = 5.0) -> None:
+        """End one child now (SIGKILL) and reap it, leaving the rest of the run alone."""
+        self._end(pid, signal.SIGKILL, grace_s)
 
     def kill_all(self, first: int | None = None, grace_s: float = 30.0) -> None:
         """End every process of the run. `first` (a child), when given, is asked first:
@@ -132,10 +136,7 @@ class ProcessTree:
         /dev/shm)."""
         self.note_shm()
         if first is not None and self.exit_code(first) is None:
-            os.kill(first, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while self.exit_code(first) is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            self._end(first, signal.SIGTERM, grace_s)
         for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
             if self._signal_all(sig, grace):
                 break
