@@ -33,8 +33,9 @@ def test_a_log_without_traceback_shows_its_last_lines(tmp_path: Path) -> None:
 
 
 def test_compilations_while_serving_are_counted_from_the_measured_requests_on(tmp_path: Path):
-    """vLLM's jit_monitor line (as the real H200 server logged it, docs/validation/real-knobs/)
-    names the kernel; one logged before the measured requests started is not theirs."""
+    """vLLM's jit_monitor line (as the real H200 server logged it,
+    validation/vllm/llama3_8b-knobs/2026-12-04-real/) names the kernel; one logged before the
+    measured requests started is not theirs."""
     warn = ("(EngineCore pid=840) WARNING 12-04 04:23:40 [jit_monitor.py:135] Triton kernel JIT "
             "compilation during inference: {}. This causes a latency spike; consider extending "
             "warmup to cover this shape/config.\n")

@@ -262,7 +262,7 @@ print(json.dumps({"ms": ms.value, "early": early}))
 
 
 def test_a_full_launch_queue_blocks_the_launching_thread(emulated):
-    """The H200 holds 1,021 launches per stream (docs/validation/launch_queue/): launch
+    """The H200 holds 1,021 launches per stream (validation/calibration/launch-queue/): launch
     1,021 + n waits until the GPU has started launch n; event records take no room, and
     another stream's queue is its own."""
     queue = load_spec("h200_sxm").launch_queue
@@ -659,7 +659,7 @@ print(json.dumps({{"steps": steps, "frame": frame.value}}))
 
 def test_graphs_and_small_allocations_take_pages_where_the_h200_did(emulated):
     """Measured on the H200 (tools/calibrate/driver_memory_graph_pools.py,
-    tools/calibrate/driver_memory_torch.py allocs; docs/validation/driver_memory/README.md):
+    tools/calibrate/driver_memory_torch.py allocs; validation/calibration/driver-memory/README.md):
     after torch's pool of 128 streams, one-node graphs grow the driver's memory at the 9th,
     36th and 41st graph (pools of 64 and 48 KiB a
     graph with 512 and 1,720 KiB free); 8 streams more take the 48 KiB pool's share (its step
@@ -691,11 +691,11 @@ print(json.dumps({"graphs": graphs, "allocs": allocs}))
 
 
 def test_graph_nodes_cost_the_driver_what_they_cost_on_the_h200(emulated):
-    """Measured on the H200 (docs/validation/driver_memory/README.md, "Graphs of GEMMs, copies,
-    memsets and attention"): the driver keeps nothing for a memset node of up to 4 KiB, as much
-    as for a small kernel for a larger one (2,097 bytes), and 786 bytes more for a kernel
-    launched with programmatic dependent launch (cuBLASLt's split-K reduction), from the graph
-    pool that grows in 2 MiB steps."""
+    """Measured on the H200 (validation/calibration/driver-memory/README.md, "Graphs of GEMMs,
+    copies, memsets and attention"): the driver keeps nothing for a memset node of up to 4 KiB,
+    as much as for a small kernel for a larger one (2,097 bytes), and 786 bytes more for a
+    kernel launched with programmatic dependent launch (cuBLASLt's split-K reduction), from the
+    graph pool that grows in 2 MiB steps."""
     out = driver(emulated, """
 init()
 class Attr(ctypes.Structure):   # CUlaunchAttribute: id, padding, a 64-byte value union

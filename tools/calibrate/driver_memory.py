@@ -25,7 +25,7 @@ measures everything in turn and writes one JSON document (also to OUT/driver_mem
     python3 tools/calibrate/driver_memory.py sweep --cubins DIR  # on the GPU node: JSON lines
     python3 tools/calibrate/driver_memory.py [--out DIR] [--cubins DIR]
 
-Results and the commands that produced them: docs/validation/driver_memory/.
+Results and the commands that produced them: validation/calibration/driver-memory/.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ allocator did not reserve, before and after, with the graph's nodes by type:
 
 Each probe prints one line "RESULT {json}"; PROBE_SCALE=k captures k times as many calls.
 Run it on a real GPU and under `revati run --hardware h200_sxm` to compare
-(docs/validation/driver_memory/README.md).
+(validation/calibration/driver-memory/README.md).
 """
 
 from __future__ import annotations

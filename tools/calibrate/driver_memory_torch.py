@@ -10,7 +10,7 @@ torch's stream pool, raw streams, and the first launches of PyTorch kernels.
 
 Each prints one line "RESULT {json}": after every step, the device memory in use that torch's
 allocator did not reserve. Run it on a real GPU and under `revati run --hardware h200_sxm` to
-compare (docs/validation/driver_memory/README.md, "PyTorch's streams and kernels").
+compare (validation/calibration/driver-memory/README.md, "PyTorch's streams and kernels").
 """
 
 from __future__ import annotations

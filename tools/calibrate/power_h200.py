@@ -179,9 +179,10 @@ def fit(path: str) -> dict[str, float]:
     # One factor stands for every compute-bound GEMM, so it is the median weighted by GPU
     # time: the largest GEMMs hold most of a prefill's time and slow least (1.18 at
     # 8192x28672x4096 against 1.27 at 8192x6144x4096; the plain median, 1.241, made vLLM's
-    # 8,192-token steps' GEMMs 9 % slow, docs/validation/real-steps/saturating). And it is the
-    # steady state of continuous work, the duty sweep's busiest point (the heater GEMM at
-    # `full`), not the probe right after heating, which reads the heater's own shape higher.
+    # 8,192-token steps' GEMMs 9 % slow,
+    # validation/vllm/llama3_8b/2026-12-03-real-steps-saturating). And it is the steady state
+    # of continuous work, the duty sweep's busiest point (the heater GEMM at `full`), not the
+    # probe right after heating, which reads the heater's own shape higher.
     half = sum(c for _, c in gemm) / 2
     weighted = next(ratio for i, (ratio, _) in enumerate(gemm)
                     if sum(c for _, c in gemm[:i + 1]) >= half)

@@ -25,12 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replay import METRICS, VALIDATION, replay
+from replay import METRICS, VLLM_KNOBS, VLLM_LLAMA, replay
 
 # the real H200 runs (vLLM 0.26.0, Llama-3.1-8B, TP 1, --max-model-len 4096)
-LOADS = {"decode_heavy": VALIDATION / "real-check" / "decode_heavy.json",
-         "streams40": VALIDATION / "real-knobs" / "default_streams40.json.gz",
-         "saturating": VALIDATION / "real-knobs" / "default_saturating.json.gz"}
+LOADS = {"decode_heavy": VLLM_LLAMA / "2026-12-02-real-check" / "decode_heavy.json",
+         "streams40": VLLM_KNOBS / "default_streams40.json.gz",
+         "saturating": VLLM_KNOBS / "default_saturating.json.gz"}
 STATES = ("quiet", "busy", "one-core")
 
 

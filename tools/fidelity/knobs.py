@@ -1,9 +1,9 @@
 """Does the emulator order scheduler settings as the real GPU does? (issue #25, item 4)
 
-For each scheduler setting and load of docs/validation/real-knobs/ (real vLLM 0.26.0 on the
-H200, one fresh server per setting), replays the real run's requests with `revati validate`
-on the same setting, then prints, per load, each setting's mean TTFT, mean TPOT and output
-throughput, real beside emulated, and whether the two order the settings alike.
+For each scheduler setting and load of validation/vllm/llama3_8b-knobs/2026-12-04-real/ (real
+vLLM 0.26.0 on the H200, one fresh server per setting), replays the real run's requests with
+`revati validate` on the same setting, then prints, per load, each setting's mean TTFT, mean
+TPOT and output throughput, real beside emulated, and whether the two order the settings alike.
 
     .venv/bin/python tools/fidelity/knobs.py --out OUT [--settings default,mnbt2048,...]
         [--loads heavy,streams40] [--repeat N]
@@ -19,15 +19,15 @@ import statistics
 import sys
 from pathlib import Path
 
-from replay import METRICS, VALIDATION, replay
+from replay import METRICS, VLLM_KNOBS, replay
 
-REAL = VALIDATION / "real-knobs"
+REAL = VLLM_KNOBS
 SETTINGS = ("default", "mnbt2048", "mnbt4096", "mnbt16384", "seqs64", "seqs32")
 LOADS = ("heavy", "streams40")
 
 
 def engine_flags(setting: str) -> list[str]:
-    """The server flags of a setting, as tools/device/vllm_real.sh's config_flags."""
+    """The server flags of a setting, as tools/device/real_engine.sh's config_flags."""
     if setting == "default":
         return []
     if setting.startswith("mnbt"):

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VALIDATION = REPO / "docs" / "validation"
+VALIDATION = REPO / "validation"
+# the real runs of the vLLM tables (validation/README.md)
+VLLM_LLAMA = VALIDATION / "vllm" / "llama3_8b"
+VLLM_KNOBS = VALIDATION / "vllm" / "llama3_8b-knobs" / "2026-12-04-real"
 METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
            ("output_throughput", "tok/s"))
 

@@ -12,10 +12,11 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * that launches a step's kernels is often slower on a GPU node than here: the H200 node
  * dispatched PyTorch operators 1.6x slower than the development VM (revati.hostspeed
  * --workload torch) and took 2x this VM's CPU time for a step that runs outside CUDA graphs
- * (docs/validation/real-steps/), which then starves its GPU. REVATI_CPU_DILATION=f (>= 1)
- * makes every thread that drives a GPU pay f times its CPU time: before it queues work or
- * waits for the GPU, it sleeps (f - 1) x the CPU time it used since its last such call, in
- * virtual time, so its launches reach the timelines when they would on the slower host.
+ * (validation/vllm/llama3_8b/2026-12-02-real-steps/), which then starves its GPU.
+ * REVATI_CPU_DILATION=f (>= 1) makes every thread that drives a GPU pay f times its CPU
+ * time: before it queues work or waits for the GPU, it sleeps (f - 1) x the CPU time it used
+ * since its last such call, in virtual time, so its launches reach the timelines when they
+ * would on the slower host.
  * Only GPU-driving threads pay: an API server or a load generator never calls here. */
 #define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
 /* A long stretch of CPU between two GPU calls is not launch work: SGLang's scheduler thread,

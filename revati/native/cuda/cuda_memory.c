@@ -57,7 +57,8 @@ static size_t capacity(void) { return rv_node()->memory_bytes - rv_node()->conte
  * Engines size their KV cache from cuMemGetInfo after profiling, so whatever the driver
  * allocates for itself meanwhile is KV cache the engine does not get. What the H200's driver
  * (580.159.04, CUDA 13.0) took, as free-memory drops minus torch's reservations, each point
- * in a fresh process (tools/calibrate/driver_memory.py; data in docs/validation/driver_memory/):
+ * in a fresh process (tools/calibrate/driver_memory.py; data in
+ * validation/calibration/driver-memory/):
  * - kernel code, when a kernel first runs (loading a module takes nothing: lazy loading):
  *   max(3 KiB, 16/15 of its .text + 1,475 bytes) per kernel, from a pool that grows in 2 MiB
  *   steps and starts empty (torch's first kernel, randn's, took 2 MiB; 400 copies of kernels
