@@ -26,19 +26,27 @@ class ClockOwner(Protocol):
     def pids(self) -> list[int]: ...
 
 
-def _shm_files(pids: Iterable[int]) -> set[str]:
-    """The /dev/shm files that these processes have mapped or open."""
-    found: set[str] = set()
+def _shm_inodes(pids: Iterable[int]) -> set[int]:
+    """The inodes of the /dev/shm files that these processes have mapped or open. Inodes,
+    not names: a POSIX named semaphore (Python multiprocessing's sem.mp-*) is mapped under a
+    temporary name that sem_open links to the real one and unlinks, so the maps show the
+    temporary name, deleted, and the inode is what ties the mapping to the file."""
+    found: set[int] = set()
     for pid in pids:
         try:
             maps = Path(f"/proc/{pid}/maps").read_text()
-            fds = [os.readlink(e.path) for e in os.scandir(f"/proc/{pid}/fd")]
+            fds = list(os.scandir(f"/proc/{pid}/fd"))
         except OSError:  # gone, or not ours to read
             continue
         # a maps line: address perms offset dev inode [path]; anonymous ones have no path
         fields = [line.split(maxsplit=5) for line in maps.splitlines()]
-        paths = [f[5] for f in fields if len(f) == 6] + fds
-        found |= {f for f in paths if f.startswith(SHM_DIR) and not f.endswith(" (deleted)")}
+        found |= {int(f[4]) for f in fields if len(f) == 6 and f[5].startswith(SHM_DIR)}
+        for fd in fds:
+            try:
+                if os.readlink(fd.path).startswith(SHM_DIR):
+                    found.add(os.stat(fd.path).st_ino)
+            except OSError:  # closed meanwhile
+                continue
     return found
 
 
@@ -73,7 +81,7 @@ class ProcessTree:
         self.tk = tk
         self.shared = shared
         self.status: dict[int, int | None] = {}  # our direct children: wait status once reaped
-        self.shm: set[str] = set()  # shared-memory files the run's processes were seen holding
+        self.shm: set[int] = set()  # inodes of the /dev/shm files the run's processes held
 
     def spawn(self, cmd: list[str], env: dict[str, str], log: Path | None = None) -> int:
         """Start cmd as an emulated process (env from runner.emulated_env), its output to
@@ -133,21 +141,24 @@ class ProcessTree:
         workers). Then the rest: SIGTERM, a grace period, SIGKILL. Last, remove the
         shared-memory files the run's processes held that no living process holds any more:
         engines stopped by a signal never unlink theirs (SGLang leaves 25 MB per server in
-        /dev/shm)."""
+        /dev/shm; vLLM's TP x PP workers, killed while starting, one multiprocessing
+        semaphore each)."""
         self.note_shm()
         if first is not None and self.exit_code(first) is None:
             self._end(first, signal.SIGTERM, grace_s)
         for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
             if self._signal_all(sig, grace):
                 break
-        for path in self.shm - _shm_files(_all_pids()):
-            Path(path).unlink(missing_ok=True)
+        orphans = self.shm - _shm_inodes(_all_pids())
+        for entry in os.scandir(SHM_DIR) if orphans else ():
+            if entry.inode() in orphans:
+                Path(entry.path).unlink(missing_ok=True)
         self.shm.clear()
 
     def note_shm(self) -> None:
         """Remember the shared-memory files the run's processes hold now: call it before a
         signal that may end them out of kill_all's sight (a server ending its workers)."""
-        self.shm |= _shm_files(self.pids())
+        self.shm |= _shm_inodes(self.pids())
 
     def pids(self) -> set[int]:
         """The run's processes alive now (this one excluded)."""
@@ -160,7 +171,7 @@ class ProcessTree:
         victims = self.pids()
         if not victims:
             return True
-        self.shm |= _shm_files(victims)
+        self.shm |= _shm_inodes(victims)
         for pid in victims:
             try:
                 os.kill(pid, sig)

@@ -79,6 +79,7 @@ def test_shared_memory_of_an_ended_run_is_removed_unless_still_held(how: str,
             run.terminate()
             assert run.wait(timeout=60) == 0
         assert not orphan.exists()
+        assert not Path(f"/dev/shm/sem.{orphan.name}-sem").exists()
         assert kept.exists()
     kept.unlink()
 

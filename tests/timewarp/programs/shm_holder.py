@@ -2,10 +2,13 @@
 
     shm_holder.py abort|term READY_FILE SHM_FILE...
 
-The child creates and maps each SHM_FILE. abort: the program then aborts, leaving the child
+The child creates and maps each SHM_FILE, and a POSIX named semaphore named after the first
+(/dev/shm/sem.NAME-sem, as Python multiprocessing's locks are, without the resource tracker
+that would unlink it on a clean exit). abort: the program then aborts, leaving the child
 to the run. term: it touches READY_FILE and waits; on SIGTERM it kills the child (a server
 ending its workers) and exits 0."""
 
+import _multiprocessing
 import mmap
 import os
 import signal
@@ -17,6 +20,8 @@ if sys.argv[1] == "child":
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         os.ftruncate(fd, 4096)
         mmap.mmap(fd, 4096)
+    # kind 1: a semaphore; unlink False: the name stays until someone unlinks it
+    sem = _multiprocessing.SemLock(1, 1, 1, f"/{os.path.basename(sys.argv[2])}-sem", False)
     print("mapped", flush=True)
     signal.pause()  # a sleep would end: the clock jumps while everything sleeps
 
