@@ -1,6 +1,7 @@
-"""One real H200 run of Llama-3.1-8B (vLLM 0.26.0) replayed through `revati validate`, as
-knobs.py and host_states.py both do: the same requests, 16 warm-ups, --max-model-len 4096.
-The run is kept in OUT and reused when its validation.json exists, so a script resumes."""
+"""One real H200 run of Llama-3.1-8B (vLLM 0.26.0 or SGLang 0.5.17) replayed through `revati
+validate`, as knobs.py, host_states.py and loads.py do: the same requests, 16 warm-ups, a
+4,096-token context. The run is kept in OUT and reused when its validation.json exists, so a
+script resumes."""
 
 from __future__ import annotations
 
@@ -15,21 +16,26 @@ VALIDATION = REPO / "validation"
 # the real runs of the vLLM tables (validation/README.md)
 VLLM_LLAMA = VALIDATION / "vllm" / "llama3_8b"
 VLLM_KNOBS = VALIDATION / "vllm" / "llama3_8b-knobs" / "2026-12-04-real"
+SGLANG_LLAMA = VALIDATION / "sglang" / "llama3_8b"
+# each engine's flag for the context length the real servers ran with
+CONTEXT = {"vllm": ["--max-model-len", "4096"], "sglang": ["--context-length", "4096"]}
 METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
            ("output_throughput", "tok/s"))
 
 
 def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
-           engine_args: Sequence[str] = (), prefix: Sequence[str] = ()
+           engine_args: Sequence[str] = (), prefix: Sequence[str] = (), engine: str = "vllm",
+           metrics: Sequence[str] = tuple(m for m, _ in METRICS)
            ) -> dict[str, tuple[float, float]]:
-    """metric -> (real, emulated) of METRICS; `prefix` runs the command under another
+    """metric -> (real, emulated) of `metrics`; `prefix` runs the command under another
     (taskset), bench_args go to revati validate, engine_args to the engine."""
     result = out / "validation.json"
     if not result.is_file():
         cmd = [*prefix, sys.executable, "-m", "revati.cli.main", "validate", "--real",
-               str(real), "--model", "llama3_8b", "--hardware", "h200", "--num-warmups", "16",
-               *bench_args, "--out", str(out), "--", "--max-model-len", "4096", *engine_args]
+               str(real), "--engine", engine, "--model", "llama3_8b", "--hardware", "h200",
+               "--num-warmups", "16", *bench_args, "--out", str(out), "--", *CONTEXT[engine],
+               *engine_args]
         print(f"replay: {' '.join(cmd)}", flush=True)
         subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
-    return {m: (rows[m]["real"], rows[m]["emulated"]) for m, _ in METRICS}
+    return {m: (rows[m]["real"], rows[m]["emulated"]) for m in metrics}
