@@ -492,3 +492,30 @@ EXPORT ncclResult_t ncclGroupEnd(void) {
     return submit(b);
 }
 EXPORT ncclResult_t ncclGroupSimulateEnd(void *info) { return unimplemented("ncclGroupSimulateEnd"); }
+
+/* ---- NCCL 2.29's newer entry points: torch 2.14 (vLLM 0.34) links them, no engine calls
+ * them; each fails loudly with its name should one start to ---------------------------- */
+EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t c, ncclUniqueId *id) { return unimplemented("ncclCommGetUniqueId"); }
+EXPORT ncclResult_t ncclCommGrow(ncclComm_t c, int nranks, const ncclUniqueId *id, int rank, ncclComm_t *out,
+                                 ncclConfig_t *config) {
+    return unimplemented("ncclCommGrow");
+}
+EXPORT ncclResult_t ncclCommMemStats(ncclComm_t c, int stat, uint64_t *value) { return unimplemented("ncclCommMemStats"); }
+EXPORT ncclResult_t ncclCommResume(ncclComm_t c) { return unimplemented("ncclCommResume"); }
+EXPORT ncclResult_t ncclCommRevoke(ncclComm_t c, int flags) { return unimplemented("ncclCommRevoke"); }
+EXPORT ncclResult_t ncclCommSuspend(ncclComm_t c, int flags) { return unimplemented("ncclCommSuspend"); }
+EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(void *win, size_t offset, void **out) {
+    return unimplemented("ncclGetLsaMultimemDevicePointer");
+}
+EXPORT ncclResult_t ncclGetPeerDevicePointer(void *win, size_t offset, int peer, void **out) {
+    return unimplemented("ncclGetPeerDevicePointer");
+}
+EXPORT ncclResult_t ncclPutSignal(const void *buff, size_t count, ncclDataType_t t, int peer, void *win,
+                                  size_t offset, int sig, int ctx, unsigned flags, ncclComm_t c, CUstream st) {
+    return unimplemented("ncclPutSignal");
+}
+EXPORT ncclResult_t ncclSignal(int peer, int sig, int ctx, unsigned flags, ncclComm_t c, CUstream st) {
+    return unimplemented("ncclSignal");
+}
+EXPORT ncclResult_t ncclWaitSignal(int n, void *descs, ncclComm_t c, CUstream st) { return unimplemented("ncclWaitSignal"); }
+EXPORT ncclResult_t ncclWinGetUserPtr(ncclComm_t c, void *win, void **out) { return unimplemented("ncclWinGetUserPtr"); }
