@@ -63,7 +63,10 @@ def test_work_beside_bursts_of_contention_counts_its_own_cpu_time() -> None:
     r = revati_run([sys.executable, str(PROGRAMS / "bursts.py"), "0.5", "0.005", "0.02"],
                    run_opts=["--cores", "1"], preexec_fn=_one_core)
     assert r.returncode == 0, r.stderr
-    assert float(r.stdout) == pytest.approx(0.5, rel=0.1)
+    # low is the failure this guards against (0.435 when waits went on slowing the clock);
+    # high is what a loaded core adds: with a busy process on it and the suite beside, six
+    # runs read 0.477-0.543 and one in the pinned stress run 0.585
+    assert 0.45 <= float(r.stdout) <= 0.65
 
 
 def test_cores_argument() -> None:
