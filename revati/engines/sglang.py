@@ -57,9 +57,9 @@ def cuda_home(python: Path) -> str | None:
     for site in (python.parent.parent / "lib").glob("python3*/site-packages"):
         toolkit = site / "nvidia" / "cu13"
         if (toolkit / "bin" / "nvcc").exists():
-            # the resolved path: .venv-sglang is a link per checkout, and FlashInfer and
-            # tvm-ffi key their JIT builds on the command, so a per-checkout path rebuilt
-            # them (100 s of nvcc) in every fresh clone
+            # the resolved path: .venv-sglang is a link per checkout, and FlashInfer keys
+            # its JIT builds on the nvcc command, so a per-checkout path rebuilt its
+            # sampler (100 s of nvcc) in every fresh clone
             return str(toolkit.resolve())
     return None
 
