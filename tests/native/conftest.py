@@ -17,11 +17,13 @@ import textwrap
 import pytest
 
 from revati.device.env import apply_env, emulated_device_env
+from tests.host import stolen_s
 
 
 class Emulated:
     def __init__(self, workdir: pathlib.Path):
         self.workdir = workdir
+        self.stolen_s = 0.0  # what the hypervisor took over the last run (tests/host.py)
 
     def env(self, gpus: int = 1, hardware: str = "h200_sxm", **extra: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("REVATI_")}
@@ -34,9 +36,11 @@ class Emulated:
             check: bool = True, **extra: str) -> subprocess.CompletedProcess:
         script = self.workdir / "program.py"  # a file: Triton reads its kernels' source
         script.write_text(textwrap.dedent(code))
+        stolen0 = stolen_s()
         proc = subprocess.run([sys.executable, str(script)],
                               env=self.env(gpus, hardware, **extra), cwd=self.workdir,
                               capture_output=True, text=True, timeout=timeout)
+        self.stolen_s = stolen_s() - stolen0
         if check and proc.returncode != 0:
             raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\n"
                                  f"stderr:\n{proc.stderr[-4000:]}")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.host import stolen_s
+
 
 @dataclass
 class Result:
@@ -19,6 +21,7 @@ class Result:
     stdout: str
     stderr: str
     wall_s: float
+    stolen_s: float  # what the hypervisor took meanwhile (tests/host.py)
 
     def json(self) -> dict:
         return json.loads(self.stdout.strip().splitlines()[-1])
@@ -27,7 +30,7 @@ class Result:
 def revati_run(args: list[str], timeout: float = 120, run_opts: list[str] | None = None,
                **kw) -> Result:
     cmd = [sys.executable, "-m", "revati.cli.main", "run", *(run_opts or []), "--", *args]
-    t0 = time.monotonic()
+    t0, stolen0 = time.monotonic(), stolen_s()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -35,7 +38,7 @@ def revati_run(args: list[str], timeout: float = 120, run_opts: list[str] | None
         p.terminate()  # revati run ends the whole emulated tree on SIGTERM
         p.communicate(timeout=30)
         raise
-    return Result(p.returncode, out, err, time.monotonic() - t0)
+    return Result(p.returncode, out, err, time.monotonic() - t0, stolen_s() - stolen0)
 
 
 def run_py(code: str, timeout: float = 120, run_opts: list[str] | None = None, **kw) -> Result:

@@ -27,7 +27,7 @@ def test_round_trips_include_the_server_delay_and_nothing_more(transport: str) -
     # real processing only on top of the delay: no jump happened while a message was in
     # flight. That processing is CPU time, which counts in virtual time: loaded 2-core CI
     # hosts stretched one round trip of the hundred by 5.4 and by 18.5 ms.
-    assert max(rtts) < SERVER_DELAY + HOST_DELAY, sorted(rtts)[-5:]
+    assert max(rtts) < SERVER_DELAY + HOST_DELAY + r.stolen_s, sorted(rtts)[-5:]
 
 
 def test_receiver_blocked_in_read_stamps_the_message_at_send_time() -> None:
@@ -49,4 +49,4 @@ def test_receiver_blocked_in_read_stamps_the_message_at_send_time() -> None:
     """)
     assert r.returncode == 0, r.stderr
     out = r.json()
-    assert 0 <= out["got"] - out["sent"] < HOST_DELAY  # not the writer's next 10 s
+    assert 0 <= out["got"] - out["sent"] < HOST_DELAY + r.stolen_s  # not the writer's next 10 s

@@ -132,5 +132,5 @@ def test_multiprocessing_fork_and_spawn_children_share_the_clock() -> None:
     assert r.returncode == 0, r.stderr
     for method, res in r.json().items():
         # the child's wake-up after the jump is host work (10.9 ms seen at load 5.5)
-        assert res["inner"] == pytest.approx([50] * 3, abs=HOST_DELAY), method
-        assert 50 <= res["outer"] < 53, method  # spawn's start-up is real CPU time
+        assert res["inner"] == pytest.approx([50] * 3, abs=HOST_DELAY + r.stolen_s), method
+        assert 50 <= res["outer"] < 53 + r.stolen_s, method  # spawn's start-up is real CPU time
