@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from tqdm import tqdm
 
+from revati.bench.options import BenchOptions
 from revati.bench.server import EmulatedServer
 from revati.tune.checks import check_config
 from revati.tune.constraints import first_violation
@@ -35,7 +36,7 @@ from revati.tune.pruning import LoadReports, make_pruner
 from revati.tune.report import Report, build_report, point_label
 from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
-from revati.tune.trial import SharedEngine, TrialError, run_trial
+from revati.tune.trial import SharedEngine, TrialError, bench_options, engine_key, run_trial
 from revati.tune.walltime import estimate_wall_s, minutes
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -110,18 +111,38 @@ class Objective:
         return [out_dir / n for n in names] + logs
 
 
+def _engine_of(cfg: DictConfig) -> BenchOptions:
+    return engine_key(bench_options(cfg, Path("."))[0])
+
+
+def _load_only(cfg: DictConfig, space: SearchSpace) -> bool:
+    """Whether no parameter of the space changes the engine (a sweep over the load alone,
+    whose trials all run on one engine when trial.share_engine is on)."""
+    for p in space.params:
+        ends = (p.choices[0], p.choices[-1]) if p.choices is not None else (p.low, p.high)
+        first, last = (_engine_of(with_params(cfg, {p.key: v})) for v in ends)
+        if first != last:
+            return False
+    return True
+
+
 def plan(cfg: DictConfig, space: SearchSpace, budget: int,
          done: set[str]) -> dict[str, float]:
     """Print each trial's estimated wall time on this host and the total before the sweep
     starts (revati/tune/walltime.py); return the estimates by point label (grid spaces: every
     point a constraint lets through and no finished trial (`done`) ran; others: the base
-    configuration's, once per trial)."""
+    configuration's, once per trial). Where every trial runs on the same engine (a sweep over
+    the load alone, trial.share_engine on), only the first pays the engine's start-up."""
     cores = cfg.parallelism.host_cores
+    shared = bool(cfg.trial.share_engine) and _load_only(cfg, space)
     grid = space.grid() if sampler_kind(cfg.sweep, space) == "grid" else None
     if grid is None:
-        each = estimate_wall_s(cfg)
-        print(f"[revati-tune] {budget} trials of ~{minutes(each)} each on {cores} cores "
-              f"(estimated for the base configuration): ~{minutes(each * budget)}", flush=True)
+        each = estimate_wall_s(cfg, started=shared)
+        total = each * budget + (estimate_wall_s(cfg) - each)
+        one_engine = " on one engine, started once" if shared else ""
+        print(f"[revati-tune] {budget} trials of ~{minutes(each)} each{one_engine} on "
+              f"{cores} cores (estimated for the base configuration): ~{minutes(total)}",
+              flush=True)
         return {"": each}
     estimates: dict[str, float] = {}
     lines = []
@@ -134,10 +155,12 @@ def plan(cfg: DictConfig, space: SearchSpace, budget: int,
         elif reason := first_violation(trial_cfg, space.constraints):
             lines.append(f"  {label}: skipped: {reason}")
         else:
-            estimates[label] = estimate_wall_s(trial_cfg)
+            estimates[label] = estimate_wall_s(trial_cfg, started=shared and bool(estimates))
             lines.append(f"  {label}: ~{minutes(estimates[label])}")
+    one_engine = ", one engine started once" if shared and estimates else ""
     print(f"[revati-tune] {len(estimates)} of {len(lines)} configurations to run, estimated "
-          f"~{minutes(sum(estimates.values()))} of wall time on {cores} cores:", flush=True)
+          f"~{minutes(sum(estimates.values()))} of wall time on {cores} cores{one_engine}:",
+          flush=True)
     print("\n".join(lines), flush=True)
     return estimates
 

@@ -36,15 +36,16 @@ def load_virtual_s(workload: Any) -> float:
     return sending + output * STEP_S + workload.get("num_warmups", 0) * output * STEP_S / 4
 
 
-def estimate_wall_s(cfg: Any) -> float:
-    """Estimated real seconds of one trial of cfg on parallelism.host_cores cores."""
+def estimate_wall_s(cfg: Any, started: bool = False) -> float:
+    """Estimated real seconds of one trial of cfg on parallelism.host_cores cores; started:
+    on an engine an earlier trial started (revati/tune/trial.py, SharedEngine)."""
     par = cfg.parallelism
     gpus = par.tensor_parallel_size * par.pipeline_parallel_size
     # one worker process per GPU and one more (the engine core or the API server) busy at
     # once: the start-ups above are 1 (TP 1) and 1.5 (TP 2) such stretches on 2 cores
     stretch = max(1.0, (gpus + 1) / max(1, par.host_cores))
     layers = cfg.model.config.num_hidden_layers
-    start = (START_BASE_S + START_PER_LAYER_S * layers) * stretch
+    start = 0.0 if started else (START_BASE_S + START_PER_LAYER_S * layers) * stretch
     return start + CLIENT_S + load_virtual_s(cfg.workload) * stretch
 
 

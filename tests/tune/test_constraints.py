@@ -119,3 +119,27 @@ def test_context_fits(make_cfg):
     cfg = make_cfg("+model=mixtral", "engine.max_model_len=65536")
     assert "max_position_embeddings=32768" in first_violation(cfg, ("context_fits",))
     assert first_violation(make_cfg("+model=llama8b"), ("context_fits",)) is None
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_sweep_over_the_load_alone_pays_one_engine_start(make_cfg, capsys, share):
+    """#28: trials that differ only in their load run on one shared engine, so the plan
+    counts the engine's start-up once; a parameter that changes the engine costs a start
+    per trial."""
+    from revati.tune.space import space_of, with_params
+    from revati.tune.sweep import plan
+    from revati.tune.walltime import estimate_wall_s
+
+    cfg = make_cfg(f"trial.share_engine={str(share).lower()}")
+    start = estimate_wall_s(cfg) - estimate_wall_s(cfg, started=True)
+    assert start > 0
+    rates = space_of("rates", {"params": {"workload.request_rate": {"choices": [1, 2, 4]}}})
+    loads = sum(estimate_wall_s(with_params(cfg, {"workload.request_rate": r}), started=True)
+                for r in (1, 2, 4))
+    assert sum(plan(cfg, rates, 3, set()).values()) == pytest.approx(
+        loads + start * (1 if share else 3))
+    tpe = space_of("rates", {"params": {"workload.request_rate": {"low": 1.0, "high": 8.0}}})
+    assert plan(cfg, tpe, 4, set()) == {"": estimate_wall_s(cfg, started=share)}
+    assert ("one engine, started once" in capsys.readouterr().out) == share
+    seqs = space_of("seqs", {"params": {"scheduler.max_num_seqs": {"choices": [16, 32]}}})
+    assert sum(plan(cfg, seqs, 2, set()).values()) == pytest.approx(2 * estimate_wall_s(cfg))
