@@ -122,7 +122,8 @@ def test_trace_has_one_event_per_jump(tmp_path: Path) -> None:
     doc = json.loads(trace.read_text())
     jumps = [e for e in doc["traceEvents"] if e.get("name") == "jump"]
     assert len(jumps) == 3
-    assert [round(e["dur"] / 1e6, 2) for e in jumps] == pytest.approx([1, 2, 3], abs=0.01)
+    assert [round(e["dur"] / 1e6, 2) for e in jumps] == pytest.approx([1, 2, 3],
+                                                                      abs=HOST_DELAY + r.stolen_s)
     for e in jumps:
         assert e["ph"] == "X" and isinstance(e["ts"], float)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.host import HOST_DELAY
 from tests.timewarp.conftest import run_py
 
 
@@ -26,10 +27,10 @@ def test_event_queue_condition_timeouts() -> None:
     """)
     assert r.returncode == 0, r.stderr
     out = r.json()
-    assert out["event"] == pytest.approx(30, abs=0.01)
-    assert out["queue"] == pytest.approx(45, abs=0.01)
-    assert out["condition"] == pytest.approx(12.5, abs=0.01)
-    assert out["lock"] == pytest.approx(7, abs=0.01)
+    assert out["event"] == pytest.approx(30, abs=HOST_DELAY + r.stolen_s)
+    assert out["queue"] == pytest.approx(45, abs=HOST_DELAY + r.stolen_s)
+    assert out["condition"] == pytest.approx(12.5, abs=HOST_DELAY + r.stolen_s)
+    assert out["lock"] == pytest.approx(7, abs=HOST_DELAY + r.stolen_s)
 
 
 def test_event_set_by_another_thread_wakes_the_waiter_at_the_right_time() -> None:
@@ -44,7 +45,7 @@ def test_event_set_by_another_thread_wakes_the_waiter_at_the_right_time() -> Non
     assert r.returncode == 0, r.stderr
     out = r.json()
     assert out["ok"] is True
-    assert out["t"] == pytest.approx(20, abs=0.01)
+    assert out["t"] == pytest.approx(20, abs=HOST_DELAY + r.stolen_s)
 
 
 def test_thread_pool_of_sleeping_tasks_overlaps_like_real_threads() -> None:
@@ -63,8 +64,8 @@ def test_thread_pool_of_sleeping_tasks_overlaps_like_real_threads() -> None:
     out = r.json()
     # 4 workers: tasks 0-3 end at 10..13, then 4-7 start as each worker frees up
     expected = [10, 11, 12, 13, 10 + 14, 11 + 15, 12 + 16, 13 + 17]
-    assert out["ends"] == pytest.approx(expected, abs=0.05)
-    assert out["total"] == pytest.approx(30, abs=0.05)
+    assert out["ends"] == pytest.approx(expected, abs=0.05 + r.stolen_s)
+    assert out["total"] == pytest.approx(30, abs=0.05 + r.stolen_s)
 
 
 def test_threads_fighting_over_the_gil_do_not_hang_or_skip_time() -> None:
@@ -89,7 +90,7 @@ def test_threads_fighting_over_the_gil_do_not_hang_or_skip_time() -> None:
     """)
     assert r.returncode == 0, r.stderr
     out = r.json()
-    assert out["sleep"] == pytest.approx(5, abs=0.01)
+    assert out["sleep"] == pytest.approx(5, abs=HOST_DELAY + r.stolen_s)
     # the spinners need well under a second of real CPU; had the clock jumped to the
     # sleeper's deadline while they computed, they would finish after 5 s
     assert max(out["spinners_done"]) < 3
@@ -121,8 +122,8 @@ def test_raw_futex_waits_are_time_warp_waits() -> None:
     out = r.json()
     rc, err, elapsed = out["timed_out"]
     assert rc == -1 and err == 110  # ETIMEDOUT
-    assert elapsed == pytest.approx(90, abs=0.01)
-    assert out["woken"] == pytest.approx(12, abs=0.01)
+    assert elapsed == pytest.approx(90, abs=HOST_DELAY + r.stolen_s)
+    assert out["woken"] == pytest.approx(12, abs=HOST_DELAY + r.stolen_s)
 
 
 def test_a_wait_the_shim_does_not_wrap_does_not_freeze_the_clock() -> None:
@@ -242,10 +243,10 @@ def test_a_jump_to_a_condition_waits_deadline_wakes_it_there() -> None:
     """)
     assert r.returncode == 0, r.stderr
     out = r.json()
-    assert out["cond"][0] == pytest.approx(2.0, abs=0.01), out
+    assert out["cond"][0] == pytest.approx(2.0, abs=HOST_DELAY + r.stolen_s), out
     assert out["cond"][1] == 1, out  # no spurious returns on the way
     rc, waited = out["mutex"]
-    assert rc == 110 and waited == pytest.approx(3.0, abs=0.01), out
+    assert rc == 110 and waited == pytest.approx(3.0, abs=HOST_DELAY + r.stolen_s), out
 
 
 def test_a_condition_wait_sleeps_through_while_other_threads_work() -> None:
@@ -269,7 +270,7 @@ def test_a_condition_wait_sleeps_through_while_other_threads_work() -> None:
     """)
     assert r.returncode == 0, r.stderr
     out = r.json()
-    assert out["far"][0] == pytest.approx(1.5, abs=0.01), out
+    assert out["far"][0] == pytest.approx(1.5, abs=HOST_DELAY + r.stolen_s), out
     assert out["far"][1] <= 2, out  # a 1 ms slicing waiter returned ~400 times
     # Its deadline passes while the other thread works, so virtual time runs with real time
     # and the waiter's wake-up waits for a core: on one core shared with a busy process it read
