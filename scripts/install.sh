@@ -23,26 +23,15 @@ if [[ "${1:-}" == "--relock" ]]; then
     exit 0
 fi
 
-VENV_DIR=${REVATI_VENV_DIR:-$HOME/.cache/revati}
-
-# ensure_venv LOCK NAME LINK: a venv with exactly LOCK's packages under $VENV_DIR, named by
-# the hash of LOCK and the Python version (reused while both are unchanged), linked as LINK
-# (a real directory of that name, a developer's own venv, is left alone).
+# ensure_venv LOCK NAME LINK: a venv with exactly LOCK's packages under $REVATI_VENV_DIR
+# (default ~/.cache/revati), named by the hash of LOCK and the Python version (reused while
+# both are unchanged; revati/engines/versions.py, which also makes the venvs of engine
+# releases beside the pinned ones), linked as LINK (a real directory of that name, a
+# developer's own venv, is left alone).
 ensure_venv() {
-    local lock=$1 name=$2 link=$3 hash venv
-    hash=$( (cat "$lock"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
-    venv="$VENV_DIR/$name-$hash"
-    if [[ -f "$venv/.revati-lock" && "$(cat "$venv/.revati-lock")" == "$hash" ]]; then
-        echo "install: reusing $venv"
-    else
-        echo "install: creating $venv from $lock (CUDA libraries are several GB: minutes)"
-        rm -rf "$venv"
-        mkdir -p "$VENV_DIR"
-        "$PYTHON" -m venv "$venv"
-        "$venv/bin/pip" install -q --upgrade pip
-        "$venv/bin/pip" install -q --no-deps -r "$lock"
-        echo "$hash" > "$venv/.revati-lock"
-    fi
+    local lock=$1 name=$2 link=$3 venv
+    venv=$("$PYTHON" -m revati.engines.versions venv "$lock" "$name") || exit 1
+    echo "install: $name: $venv"
     if [[ -L "$link" || ! -e "$link" ]]; then
         ln -sfn "$venv" "$link"
     fi

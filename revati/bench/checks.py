@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from revati.bench.errors import BenchError
 from revati.device.spec import load_spec
-from revati.engines import ENGINES
+from revati.engines import ENGINES, versions
 from revati.models.catalog import UnknownModelError, load_model
 from revati.models.layout import context_problem, layout_problem
 from revati.workload import datasets
@@ -57,7 +57,7 @@ def check_numbers(opts: BenchOptions) -> None:
 def context_length(opts: BenchOptions, config: dict) -> tuple[int, str]:
     """The context a request may fill and what set it: the engine's flag when given (a
     value the engine reads otherwise is its to judge), else the model's position limit."""
-    flag = ENGINES[opts.engine].CONTEXT_FLAG
+    flag = ENGINES[versions.split(opts.engine)[0]].CONTEXT_FLAG
     given = engine_flag(opts.engine_args, flag)
     if given is not None and given.isdigit():
         return int(given), flag
@@ -106,8 +106,10 @@ def check_options(opts: BenchOptions, hardware: str) -> None:
     """Everything about a `revati bench` run that can be judged before it starts (hardware:
     the resolved revati/conf/hardware name)."""
     check_numbers(opts)
-    if opts.engine not in ENGINES:
-        raise BenchError(f"unknown engine {opts.engine!r} (known: {', '.join(ENGINES)})")
+    try:
+        versions.check(opts.engine)
+    except versions.EngineVersionError as e:
+        raise BenchError(str(e)) from None
     try:
         config = load_model(opts.model).config
     except UnknownModelError as e:

@@ -45,8 +45,9 @@ class BenchOptions:
     hardware: str = field(metadata=_cli("revati/conf/hardware name or prefix, e.g. h200"))
     out: Path = field(metadata=_cli("output folder", type=Path))
     engine: str = field(default="vllm", metadata=_cli(
-        "serving engine (its interpreter: .venv-ENGINE, see --engine-python)",
-        choices=sorted(ENGINES)))
+        f"serving engine, {' or '.join(sorted(ENGINES))}, optionally ==VERSION for a release "
+        "beside the pinned one (requirements/ENGINE-VERSION.lock; its venv is made on first "
+        "use)"))
     tp: int = field(default=1, metadata=_cli(type=int))
     pp: int = field(default=1, metadata=_cli(type=int))
     dataset: str = field(default="random", metadata=_cli(

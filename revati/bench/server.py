@@ -30,7 +30,7 @@ from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
 from revati.device.spec import UnknownHardwareError, load_spec
 from revati.device.spec import resolve_hardware as spec_name
-from revati.engines import ENGINES, vllm
+from revati.engines import ENGINES, versions, vllm
 from revati.engines.common import max_model_len
 from revati.hostspeed import host_cpu_ms, torch_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
@@ -51,18 +51,30 @@ def resolve_hardware(name: str) -> str:
         raise BenchError(str(e)) from e
 
 
-def find_python(engine: str, given: Path | None = None) -> Path:
-    """The interpreter that has `engine`: `given` (--engine-python), $REVATI_<ENGINE>_PYTHON,
-    the .venv-<engine> that scripts/install.sh makes, or this interpreter."""
-    if engine not in ENGINES:
-        raise BenchError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
-    candidates = [given, os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
+def find_python(spec: str, given: Path | None = None) -> Path:
+    """The interpreter that has the engine release `spec` (NAME or NAME==VERSION): `given`
+    (--engine-python); for a release beside the pinned one, its venv (made on first use,
+    revati/engines/versions.py); for the pinned one $REVATI_<ENGINE>_PYTHON, the
+    .venv-<engine> that scripts/install.sh makes, or this interpreter."""
+    try:
+        engine, _ = versions.check(spec)
+        release = None if given else versions.engine_python(spec, log=_progress)
+    except versions.EngineVersionError as e:
+        raise BenchError(str(e)) from None
+    except subprocess.CalledProcessError as e:
+        raise BenchError(f"could not make the venv of {spec} ({e.cmd[-1]} failed): see "
+                         f"{versions.venv_root()}/*.log") from None
+    candidates = [given, release, os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
                   REPO / f".venv-{engine}" / "bin" / "python", Path(sys.executable)]
     python = next(Path(c) for c in candidates if c and Path(c).exists())
     if not ENGINES[engine].has_engine(python):
         raise BenchError(f"{engine} is not installed for {python}: run scripts/install.sh "
                          f"(it makes .venv-{engine}) or pass --engine-python")
     return python
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def server_port(requested: int | None) -> int:
@@ -80,8 +92,11 @@ class EmulatedServer:
 
     def __init__(self, opts: BenchOptions) -> None:
         self.python = find_python(opts.engine, opts.engine_python)
-        self.engine = ENGINES[opts.engine]
-        # the load generator is vLLM's client for every engine
+        name, version = versions.split(opts.engine)
+        self.engine = ENGINES[name]
+        self.release = f"{name}=={version or versions.pinned_version(name)}"
+        # the load generator is the pinned vLLM's client for every engine and release, so
+        # that a comparison of releases compares the servers alone
         self.client_python = (self.python if opts.engine == vllm.NAME
                               else find_python(vllm.NAME))
         try:
@@ -278,7 +293,8 @@ class EmulatedServer:
         summary["jit_during_measured"] = jit_compilations(
             self.engine.JIT_DURING_SERVING, self.log, log_at_measured) if at_measured else None
         contention = self.dep.tk.contention()
-        summary["revati"] = {"engine": self.engine.NAME, "model": self.model,
+        summary["revati"] = {"engine": self.engine.NAME, "release": self.release,
+                             "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine.ENV,

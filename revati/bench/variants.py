@@ -1,6 +1,7 @@
 """`revati compare`: the same load on several engine configurations, side by side.
 
-Each variant is the run's engine flags plus its own (`--variant NAME=FLAGS`): one emulated
+Each variant is the run's engine flags plus its own (`--variant NAME=FLAGS`), on the run's
+engine release or its own (FLAGS beginning with `--engine vllm==0.33.0`): one emulated
 server per variant, started fresh, serves the load `repeat` times (the first run also warms
 it further), and each metric is reported per variant as the median of the runs with their
 range, then as the difference of the medians from the first variant. A difference whose
@@ -32,15 +33,25 @@ METRICS = (("mean_ttft_ms", "mean TTFT ms"), ("p99_ttft_ms", "p99 TTFT ms"),
 class Variant:
     name: str
     engine_args: tuple[str, ...]
+    engine: str | None = None  # its own engine release (revati bench --engine), if any
 
 
 def parse_variant(text: str) -> Variant:
-    """NAME=FLAGS, FLAGS the engine's flags as one shell-quoted string (may be empty)."""
+    """NAME=FLAGS, FLAGS the engine's flags as one shell-quoted string (may be empty),
+    optionally beginning with `--engine NAME[==VERSION]`, the release this variant runs."""
     name, sep, flags = text.partition("=")
     if not sep or not name.strip():
         raise ValueError(f"--variant {text!r}: expected NAME=FLAGS, e.g. "
-                         "'seqs64=--max-num-seqs 64' or 'default='")
-    return Variant(name.strip(), tuple(shlex.split(flags)))
+                         "'seqs64=--max-num-seqs 64', 'default=' or 'new=--engine vllm==0.33.0'")
+    args = shlex.split(flags)
+    engine = None
+    if args[:1] == ["--engine"]:
+        if len(args) < 2:
+            raise ValueError(f"--variant {text!r}: --engine needs a release, e.g. vllm==0.33.0")
+        engine, args = args[1], args[2:]
+    elif args and args[0].startswith("--engine="):
+        engine, args = args[0].split("=", 1)[1], args[1:]
+    return Variant(name.strip(), tuple(args), engine)
 
 
 def run_variants(opts: BenchOptions, variants: list[Variant], repeat: int
@@ -50,14 +61,16 @@ def run_variants(opts: BenchOptions, variants: list[Variant], repeat: int
         raise BenchError("revati compare needs two or more variants with distinct names")
     if repeat < 1:
         raise BenchError(f"--repeat {repeat}: at least one run per variant")
-    check_options(opts, resolve_hardware(opts.hardware))
+    each = [dataclasses.replace(opts, out=opts.out / v.name, engine=v.engine or opts.engine,
+                                engine_args=[*opts.engine_args, *v.engine_args])
+            for v in variants]
+    for vopts in each:  # every variant's release and flags before any server starts
+        check_options(vopts, resolve_hardware(opts.hardware))
     runs: dict[str, list[dict]] = {}
-    for v in variants:
-        vopts = dataclasses.replace(opts, out=opts.out / v.name,
-                                    engine_args=[*opts.engine_args, *v.engine_args])
+    for v, vopts in zip(variants, each, strict=True):
         vopts.out.mkdir(parents=True, exist_ok=True)
-        print(f"[revati compare] {v.name}: engine flags {' '.join(vopts.engine_args) or '(none)'}",
-              flush=True)
+        print(f"[revati compare] {v.name}: {vopts.engine}, engine flags "
+              f"{' '.join(vopts.engine_args) or '(none)'}", flush=True)
         with EmulatedServer(vopts) as server:
             for i in range(repeat):
                 s = server.run_load(vopts, vopts.out / f"run{i}")
@@ -75,7 +88,9 @@ def table(runs: dict[str, list[dict]]) -> tuple[str, dict]:
     rows: dict[str, dict] = {}
     lines = ["| metric | " + " | ".join(f"{n} median [min-max]" for n in names)
              + " | " + " | ".join(f"{n} vs {base}" for n in names[1:]) + " |",
-             "|---|" + "---:|" * (2 * len(names) - 1)]
+             "|---|" + "---:|" * (2 * len(names) - 1),
+             "| engine release | " + " | ".join(_release(runs[n]) for n in names)
+             + " |" * len(names)]
     for key, label in METRICS:
         values = {n: [r[key] for r in runs[n] if r.get(key) is not None] for n in names}
         if not all(values.values()):
@@ -96,8 +111,12 @@ def table(runs: dict[str, list[dict]]) -> tuple[str, dict]:
     return "\n".join(lines), rows
 
 
+def _release(runs: list[dict]) -> str:
+    return (runs[0].get("revati") or {}).get("release", "?")
+
+
 def write(out: Path, text: str, rows: dict, runs: dict[str, list[dict]]) -> None:
     (out / "compare.md").write_text(text + "\n")
     (out / "compare.json").write_text(json.dumps(
-        {"variants": list(runs), "runs": len(next(iter(runs.values()))), "metrics": rows},
-        indent=2))
+        {"variants": list(runs), "releases": {n: _release(r) for n, r in runs.items()},
+         "runs": len(next(iter(runs.values()))), "metrics": rows}, indent=2))

@@ -24,6 +24,7 @@ from pathlib import Path
 from revati.bench import network
 from revati.device.env import LIBRARY_NAMES, apply_env, emulated_device_env
 from revati.device.spec import HardwareSpec, UnknownHardwareError, load_spec
+from revati.engines import versions
 from revati.timewarp.runner import NOTICES
 
 TIMING_LAUNCHES = 100
@@ -170,6 +171,7 @@ def main(args: argparse.Namespace) -> int:
         checks = compare(spec, report, gpus=args.gpus)
         # informational: both keep a deployment's ports on loopback
         checks.append(("deployment network", True, network.available()))
+        checks.append(("engine releases", True, versions.summary()))
     if args.json:
         print(json.dumps([{"check": c, "ok": ok, "detail": d} for c, ok, d in checks], indent=1))
     else:

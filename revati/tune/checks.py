@@ -18,9 +18,10 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from revati import CONF_DIR
+from revati.engines import versions
 from revati.models.catalog import UnknownModelError, list_models, resolve_name
 from revati.tune.constraints import check_fixed
-from revati.tune.engine_flags import unmapped_keys
+from revati.tune.engine_flags import engine_release, unmapped_keys
 from revati.tune.errors import ConfigError
 from revati.tune.metrics import is_known_metric
 from revati.tune.pruning import make_pruner
@@ -133,6 +134,10 @@ def check_config(cfg: Any, space: SearchSpace) -> None:
     make_pruner(cfg.sweep)  # raises on a pruner that cannot work for this sweep
     if not isinstance(cfg.trial.share_engine, bool):
         raise ConfigError(f"trial.share_engine={cfg.trial.share_engine!r} must be true or false")
+    try:
+        versions.check(engine_release(cfg))
+    except versions.EngineVersionError as e:
+        raise ConfigError(f"engine.version={cfg.engine.get('version')}: {e}") from None
     _positive(cfg, "engine.gpu_memory_utilization", (int, float))
     if cfg.engine.gpu_memory_utilization > 1:
         raise ConfigError(f"engine.gpu_memory_utilization={cfg.engine.gpu_memory_utilization} "

@@ -37,3 +37,9 @@ def unmapped_keys(cfg: Any, keys: set[str]) -> list[str]:
     """Keys among `keys` that reach the engine only through a flag but have none mapped."""
     engine_keys = [k for k in keys if k.startswith(("engine.", "scheduler."))]
     return sorted(k for k in engine_keys if k not in cfg.engine.flags)
+
+
+def engine_release(cfg: Any) -> str:
+    """`revati bench --engine`'s value: the engine, and ==engine.version when one is set."""
+    version = cfg.engine.get("version")
+    return cfg.engine.name + (f"=={version}" if version else "")

@@ -29,7 +29,7 @@ from revati.bench.checks import check_options
 from revati.bench.errors import BenchError
 from revati.bench.options import LOAD, BenchOptions, command_line
 from revati.bench.server import EmulatedServer, resolve_hardware
-from revati.tune.engine_flags import engine_flags
+from revati.tune.engine_flags import engine_flags, engine_release
 from revati.tune.pruning import metrics_args
 
 
@@ -46,7 +46,7 @@ def bench_options(cfg: Any, out_dir: Path) -> tuple[BenchOptions, tuple[str, ...
     """The trial's `revati bench` options, and the names its command line states."""
     w, par = cfg.workload, cfg.parallelism
     opts = BenchOptions(
-        engine=cfg.engine.name, model=cfg.model.name, hardware=cfg.hardware_key,
+        engine=engine_release(cfg), model=cfg.model.name, hardware=cfg.hardware_key,
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dataset=w.dataset,
         num_prompts=w.num_prompts, request_rate=w.request_rate, burstiness=w.burstiness,
         num_warmups=w.get("num_warmups", 0), seed=cfg.seed, out=out_dir,
