@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from revati.predict import registry
 from revati.predict.features import CopyKind, DType, Op, empty_launch_row
 from revati.predict.hwprofile import read_profile
@@ -317,6 +319,35 @@ print(json.dumps([profiled, predict(dict(r, kernel=twin))[0], predict(dict(r, ke
     profiled, twin, other, twin_by_batch, other_by_batch = predictor_json(code, env)
     assert twin in profiled  # predicted as one of the profiled builds
     assert twin_by_batch and not other_by_batch
+
+
+def test_torch_2_14s_elementwise_kernels_are_predicted_as_torch_2_11s(tmp_path):
+    """torch 2.14 (vLLM 0.33.0) names its elementwise kernels with one flag more at the end
+    of the template arguments ("..., std::array<char*, 1ul>, false>"; the profile, from
+    torch 2.11: "..., std::array<char*, 1ul> >"): the same kernel, predicted from a profiled
+    build's model, not as an unseen kernel (#29)."""
+    spec_file = tmp_path / "h200.txt"
+    spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    code = PRELUDE + """
+d = pd.read_parquet(PROFILE)
+old = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
+       "std::array<char*, 1ul> >(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)")
+r = d[d.kernel == old].iloc[0].to_dict()
+new = ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIiEESt5arrayIPcLm1EELb0EE"
+       "EviT0_T1_")
+other = new.replace("FillFunctorIiEE", "FillFunctorIbEE")  # FillFunctor<bool>: not profiled
+out = [predict(r), predict(dict(r, kernel=new)), predict(dict(r, kernel=other))]
+from revati.predict.totals import read_totals
+print(json.dumps([out, read_totals(pathlib.Path(TOTALS))]), flush=True)
+""".replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet"))).replace(
+        "TOTALS", repr(str(tmp_path)))
+    env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
+    env["REVATI_PREDICT_TOTALS"] = str(tmp_path)
+    (old, new, other), t = predictor_json(code, env)
+    # a profiled build's model (the first of its skeleton: the vector width is left out too)
+    assert old[1] == 0 and new[1] == 0 and new[0] == pytest.approx(old[0], rel=0.1)
+    # of the three, only another functor's is time of a kernel the models never saw
+    assert t["unseen_kernel_ns"] == other[0]
 
 
 def test_totals_file_splits_the_predicted_time_by_what_it_came_from(tmp_path):

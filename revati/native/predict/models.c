@@ -147,23 +147,45 @@ static const char *skip_literal(const char *p)
     return NULL;
 }
 
-/* A kernel name's skeleton: every run of numeric and boolean template arguments ("2",
- * "128, true, false, 1") reduced to one placeholder. Two builds of one kernel template
- * (another engine's FlashAttention 3, with other tile sizes or one flag more) share a
- * skeleton; a name the profile never saw is given the vocabulary id of the first profiled
- * kernel with its skeleton, so it is predicted as that kernel (and an attention kernel from
- * the engine's batch) instead of as an unknown. Salted: never equal to an exact name's. */
+/* A kernel name's skeleton: the name without its template arguments that are literals
+ * (numbers and booleans: "128", "true"; each with its comma), without spaces, and with every
+ * other run of digits reduced to one placeholder. Two builds of one kernel template (another
+ * engine's FlashAttention 3, with other tile sizes or one flag more; torch 2.14's elementwise
+ * kernels, which end in one more flag, "std::array<char*, 1ul>, false>" where torch 2.11's
+ * profile has "std::array<char*, 1ul> >") share a skeleton; a name the profile never saw is
+ * given the vocabulary id of the first profiled kernel with its skeleton, so it is
+ * predicted as that kernel (and an attention kernel from the engine's batch) instead of as
+ * an unknown. Salted: never equal to an exact name's. */
 static uint64_t skeleton_hash(const char *name)
 {
     uint64_t h = FNV0 ^ 0x5bd1e995u;
     for (const char *p = name; *p;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        if (*p == '<' || *p == ',') { /* a literal argument next: leave it out */
+            const char *q = p + 1;
+            while (*q == ' ') q++;
+            const char *end = skip_literal(q);
+            while (end && *end == ' ') end++;
+            if (end && (*end == ',' || *end == '>')) {
+                if (*p == '<') { /* keep the bracket, drop the argument and its comma */
+                    h = fnv1a("<", 1, h);
+                    p = *end == ',' ? end + 1 : end;
+                } else {
+                    p = end;
+                }
+                continue;
+            }
+        }
         const char *end = skip_literal(p);
         if (!end) {
             h = fnv1a(p++, 1, h);
             continue;
         }
         h = fnv1a("#", 1, h);
-        for (p = end; p[0] == ',' && p[1] == ' ' && (end = skip_literal(p + 2));) p = end;
+        p = end;
     }
     return h;
 }
