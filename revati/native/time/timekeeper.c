@@ -368,7 +368,10 @@ static bool running_threads_stalled(int64_t now) {
         char st = task_state(j, t);
         uint32_t gen = atomic_load(&t->gen);
         if (st == 0) continue; /* it exited without telling us */
-        if (st == 'R') {
+        /* 'D' is a wait for the disk (page faults of a cold import, reads): work that takes
+         * real time on the node too, never an untimed waiter. Counted as one, it let vLLM
+         * 0.33.0's first start from a cold page cache jump ~590 s to a start-up timeout. */
+        if (st == 'R' || st == 'D') {
             asleep_since[j] = 0;
             all = false;
         } else if (!asleep_since[j] || asleep_gen[j] != gen) {
