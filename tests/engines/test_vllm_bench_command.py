@@ -29,7 +29,11 @@ def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
     assert r.returncode == 1 and "sglang is not installed for /usr/bin/python3" in r.stderr
     r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "trt"],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "invalid choice: 'trt'" in r.stderr
+    assert r.returncode == 1 and "unknown engine 'trt' (known: vllm, sglang)" in r.stderr
+    # a release with no lock file in requirements/ (issue #29), before any venv is made
+    r = subprocess.run([*base, "--model", "llama3_8b", "--engine", "vllm==9.9"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "no lock file for vllm==9.9 (known releases: " in r.stderr
 
 
 def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
