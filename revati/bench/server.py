@@ -57,8 +57,8 @@ def find_python(spec: str, given: Path | None = None) -> Path:
     revati/engines/versions.py); for the pinned one $REVATI_<ENGINE>_PYTHON, the
     .venv-<engine> that scripts/install.sh makes, or this interpreter."""
     try:
-        engine, _ = versions.check(spec)
-        release = None if given else versions.engine_python(spec, log=_progress)
+        engine, version = versions.check(spec)
+        release = None if given else versions.engine_python(engine, version, log=_progress)
     except versions.EngineVersionError as e:
         raise BenchError(str(e)) from None
     except subprocess.CalledProcessError as e:

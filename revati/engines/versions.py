@@ -9,7 +9,8 @@ asks for it.
 
     python -m revati.engines.versions venv LOCK NAME   # make or reuse; print its folder
 
-Standard library only: scripts/install.sh runs it before any venv exists.
+Standard library only (as are the engine modules it names): scripts/install.sh runs it
+before any venv exists.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from revati.engines import ENGINES
+
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements"
-ENGINE_NAMES = ("vllm", "sglang")  # revati.engines.ENGINES, without importing the engines
 MARK = ".revati-lock"  # in a finished venv: the hash it was made for
 
 
@@ -36,8 +39,8 @@ def venv_root() -> Path:
 
 def split(spec: str) -> tuple[str, str | None]:
     """'vllm==0.33.0' -> ('vllm', '0.33.0'); 'vllm' -> ('vllm', None): the pinned release."""
-    name, _, version = spec.partition("==")
-    return name.strip(), (version.strip() or None) if _ else None
+    name, sep, version = spec.partition("==")
+    return name.strip(), (version.strip() or None) if sep else None
 
 
 def lock_of(name: str, version: str | None) -> Path:
@@ -68,8 +71,8 @@ def releases(name: str) -> list[str]:
 def check(spec: str) -> tuple[str, str | None]:
     """The engine and release of --engine NAME[==VERSION], or a one-line error."""
     name, version = split(spec)
-    if name not in ENGINE_NAMES:
-        raise EngineVersionError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
+    if name not in ENGINES:
+        raise EngineVersionError(f"unknown engine {name!r} (known: {', '.join(ENGINES)})")
     if version is not None and not lock_of(name, version).is_file():
         raise EngineVersionError(
             f"no lock file for {name}=={version} (known releases: "
@@ -99,7 +102,7 @@ def make_venv(lock: Path, name: str, log=print) -> Path:
     packages = sum(1 for line in lock.read_text().splitlines() if "==" in line)
     log(f"[revati] making {venv} from {lock.name}: {packages} packages, several GB (minutes, "
         "once; reused after)")
-    subprocess.run(["rm", "-rf", str(venv)], check=True)
+    shutil.rmtree(venv, ignore_errors=True)  # a venv whose making stopped half-way
     venv.parent.mkdir(parents=True, exist_ok=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     steps = ([sys.executable, "-m", "venv", str(venv)], [*pip, "--upgrade", "pip"],
@@ -112,10 +115,10 @@ def make_venv(lock: Path, name: str, log=print) -> Path:
     return venv
 
 
-def engine_python(spec: str, log=print) -> Path | None:
-    """The interpreter of a release other than the pinned one (its venv made on first use);
-    None for the pinned release, which scripts/install.sh provides as .venv-<engine>."""
-    name, version = check(spec)
+def engine_python(name: str, version: str | None, log=print) -> Path | None:
+    """The interpreter of a release (check()'s result) other than the pinned one, its venv
+    made on first use; None for the pinned release, which scripts/install.sh provides as
+    .venv-<engine>."""
     lock = lock_of(name, version)
     if lock.name == f"{name}.lock":
         return None
@@ -126,7 +129,7 @@ def summary() -> str:
     """Every release with a lock file, the pinned ones marked, and which have their venv
     (`revati doctor`)."""
     made, later = [], []
-    for name in ENGINE_NAMES:
+    for name in ENGINES:
         for version in releases(name):
             label = f"{name}=={version}" + (" (pinned)" if version == pinned_version(name) else "")
             (made if is_made(venv_dir(lock_of(name, version), name)) else later).append(label)
