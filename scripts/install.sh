@@ -43,12 +43,6 @@ ensure_venv "$LOCK" venv .venv
 ensure_venv requirements/vllm.lock vllm .venv-vllm
 # SGLang's interpreter: .venv-sglang/bin/python (`revati bench --engine sglang`)
 ensure_venv requirements/sglang.lock sglang .venv-sglang
-# SGLang JIT-compiles kernels at start-up with the CUDA toolkit that its pip dependencies
-# bring (nvidia/cu13: nvcc, headers, runtime); its build links -lcudart from lib64, which
-# the wheels do not lay out. Name them as a CUDA_HOME does, so no system CUDA is needed.
-cu13=$(echo .venv-sglang/lib/python3*/site-packages/nvidia/cu13)
-ln -sfn lib "$cu13/lib64"
-ln -sfn libcudart.so.13 "$cu13/lib/libcudart.so"
 
 # PostgreSQL server binaries for the shared-study test of revati-tune
 if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then

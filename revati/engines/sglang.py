@@ -57,6 +57,13 @@ def cuda_home(python: Path) -> str | None:
     for site in (python.parent.parent / "lib").glob("python3*/site-packages"):
         toolkit = site / "nvidia" / "cu13"
         if (toolkit / "bin" / "nvcc").exists():
+            # SGLang's JIT builds link -lcudart from lib64, which the wheels do not lay
+            # out: name them as a CUDA_HOME does (every release's venv, made by
+            # scripts/install.sh or on first use)
+            for link, target in ((toolkit / "lib64", "lib"),
+                                 (toolkit / "lib" / "libcudart.so", "libcudart.so.13")):
+                if not (link.exists() or link.is_symlink()):
+                    link.symlink_to(target)
             # the resolved path: .venv-sglang is a link per checkout, and FlashInfer keys
             # its JIT builds on the nvcc command, so a per-checkout path rebuilt its
             # sampler (100 s of nvcc) in every fresh clone

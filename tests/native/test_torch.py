@@ -109,6 +109,27 @@ print(json.dumps(ran))
 
 
 
+def test_waiting_on_an_event_of_an_ended_capture_starts_no_capture(emulated):
+    # SGLang 0.5.23's breakable CUDA graphs wait on events recorded in a segment's capture
+    # after that capture has ended; the waiting stream must not count as capturing, or
+    # torch's next RNG op on it fails ("RNG op during graph capture")
+    out = emulated.json("""
+import json, torch
+side, ev, g = torch.cuda.Stream(), torch.cuda.Event(), torch.cuda.CUDAGraph()
+x = torch.zeros(16, device="cuda")
+with torch.cuda.graph(g):
+    y = x * 2
+    ev.record()
+side.wait_event(ev)
+with torch.cuda.stream(side):
+    capturing = torch.cuda.is_current_stream_capturing()
+    torch.empty(8, device="cuda").exponential_(1.0)
+g.replay()
+torch.cuda.synchronize()
+print(json.dumps({"capturing": capturing}))
+""")
+    assert out == {"capturing": False}
+
 def test_a_kernels_output_reads_zero_not_what_an_earlier_tensor_left(emulated):
     """PyTorch's caching allocator gives a freed block to the next tensor without the driver
     seeing it. A kernel's output there (argmax's token ids, SGLang's greedy sampling) read

@@ -51,7 +51,8 @@ struct exec {
 
 /* struct stream: cuda_internal.h (the launch queue shares it). */
 
-struct event { uint32_t magic; unsigned flags; bool recorded; int64_t t; struct graph *capture; };
+/* capture: the id of the graph capture the event was last recorded in (0: none) */
+struct event { uint32_t magic; unsigned flags; bool recorded; int64_t t; unsigned long long capture; };
 
 pthread_mutex_t g_tl = PTHREAD_MUTEX_INITIALIZER;          /* all timeline state */
 static struct stream g_legacy[RV_MAX_GPUS];
@@ -515,6 +516,13 @@ CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) {
     if (g) *g = NULL;
     return cuStreamGetCtx(h, c);
 }
+/* The graph of capture `id` if some stream still captures it, else NULL (g_tl held). */
+static struct graph *capture_in_progress(unsigned long long id) {
+    for (int d = 0; d < RV_MAX_GPUS; d++)
+        for (struct stream *o = g_streams[d]; o; o = o->next)
+            if (o->capture && o->capture->id == id) return o->capture;
+    return NULL;
+}
 CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
     struct event *ev = (struct event *)e;
     if (!ev || ev->magic != RV_MAGIC_EVENT) return CUDA_ERROR_INVALID_HANDLE;
@@ -522,8 +530,11 @@ CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
     struct stream *s = resolve(h);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     if (ev->capture && !s->capture) {
-        /* waiting on an event recorded during capture joins this stream to the capture */
-        s->capture = ev->capture;
+        /* Waiting on an event recorded during a capture joins this stream to it while it
+         * runs. Once it has ended, the wait orders nothing: SGLang's breakable CUDA graphs
+         * wait on such events after their segment's capture (a stale join left the stream
+         * "capturing" for good, and torch's next RNG op failed). */
+        s->capture = capture_in_progress(ev->capture);
     } else if (!s->capture && ev->recorded) {
         s->tail = max64(s->tail, ev->t);
     }
@@ -587,9 +598,9 @@ CUresult cuEventRecord(CUevent e, CUstream h) {
     struct stream *s = resolve(h);
     if (!s) { pthread_mutex_unlock(&g_tl); return CUDA_ERROR_INVALID_HANDLE; }
     if (s->capture) {
-        x->capture = s->capture;
+        x->capture = s->capture->id;
     } else {
-        x->capture = NULL;
+        x->capture = 0;
         x->t = ready_time(s);
         s->tail = x->t;
         x->recorded = true;
