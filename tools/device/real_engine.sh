@@ -34,6 +34,10 @@
 #                          the client (getrusage) around each load: cpu.txt
 #   --step-clock           tools/fidelity/vllm_step_clock/ on the server's PYTHONPATH: each vLLM
 #                          engine step's batch and times, steps/steps.PID.tsv
+#   --record-triton        tools/device/triton_record_sitecustomize.py on the server's PYTHONPATH:
+#                          inputs and outputs of the V2 model runner's Triton kernels (or those
+#                          matching $TRITON_RECORD), triton_rec/*.pt
+#   --v2-runner            vLLM's default model runner (V2) instead of the V1 runner
 #   --profile-steps N      vLLM: start the server with its torch profiler (`--profiler-config`,
 #                          max_iterations N; 200 when a profile: load is given without it)
 #   --payload DIR          the carried parts (default $ROOT/parts); parts carried with this call
@@ -69,6 +73,7 @@ ROOT=${ROOT:-/root}                    # where the payload is installed and the 
 el() { echo $(( $(date +%s) - T0 )); }
 REPO=$PWD
 ENGINE=vllm MODEL_NAME=llama3_8b CONFIGS="" WARMUPS=16 DEBUG=0 RAWMEM=0 CPU=0 STEP_CLOCK=0
+RECORD=0 V2=0
 PROFILE_STEPS="" PAYLOAD=$ROOT/parts EXPECT_MD5="" INSTALL_ONLY=0 KEEP=0 HEALTH_S=480
 LOAD_S=240 LOADS=() EXTRA=()
 while [ $# -gt 0 ]; do
@@ -81,6 +86,8 @@ while [ $# -gt 0 ]; do
         --rawmem) RAWMEM=1; DEBUG=1 ;;
         --cpu) CPU=1 ;;
         --step-clock) STEP_CLOCK=1 ;;
+        --record-triton) RECORD=1 ;;
+        --v2-runner) V2=1 ;;
         --profile-steps) PROFILE_STEPS=$2; shift ;;
         --payload) PAYLOAD=$2; shift ;;
         --expect-md5) EXPECT_MD5=$2; shift ;;
@@ -95,7 +102,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 case $ENGINE in vllm) PORT=8000 ;; sglang) PORT=30000 ;; *) echo "unknown engine $ENGINE" >&2; exit 1 ;; esac
-[ "$RAWMEM$STEP_CLOCK" != 11 ] || { echo "--rawmem and --step-clock are both a sitecustomize: one at a time" >&2; exit 1; }
+[ $((RAWMEM + STEP_CLOCK + RECORD)) -le 1 ] \
+    || { echo "--rawmem, --step-clock and --record-triton are each a sitecustomize: one at a time" >&2; exit 1; }
 OUT=${OUT:?run through the device tool, which sets OUT}
 W=${W:-$ROOT/w}                        # the run's files, kept between calls
 mkdir -p "$W" "$PAYLOAD"
@@ -109,6 +117,7 @@ SGL_PATH=$ROOT/site-sgl:$ROOT/site-sgl/nvidia_cutlass_dsl/dsl_packages:$SITE
 export PYTHONUNBUFFERED=1 VLLM_USE_V2_MODEL_RUNNER=0 VLLM_USE_FLASHINFER_SAMPLER=0 \
     VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 \
     TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_SERVER_DEV_MODE=1
+[ "$V2" = 1 ] && unset VLLM_USE_V2_MODEL_RUNNER
 [ "$DEBUG" = 1 ] && export VLLM_LOGGING_LEVEL=DEBUG
 if [ "$ENGINE" = sglang ]; then
     export TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 \
@@ -156,8 +165,16 @@ install_vllm() {
     echo "payload md5 $md5${EXPECT_MD5:+ (expected $EXPECT_MD5)}"
     [ -z "$EXPECT_MD5" ] || [ "$md5" = "$EXPECT_MD5" ] || { echo "MD5 MISMATCH"; exit 2; }
     mkdir -p $ROOT/pl "$SITE" && tar -xf $ROOT/payload.tar -C $ROOT/pl && rm -f $ROOT/payload.tar || exit 3
+    # the wheels of projects the image lacks: those it has stay the image's (its torch's)
+    python3 - $ROOT/pl/deps > $ROOT/pl/wanted.txt <<'PY'
+import importlib.metadata as md, pathlib, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+have = {norm(d.metadata["Name"]) for d in md.distributions()}
+for w in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
+    print(w) if norm(w.name.split("-")[0]) not in have else print("skip", w.name, file=sys.stderr)
+PY
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-        --target "$SITE" $ROOT/pl/deps/*.whl || exit 4
+        --target "$SITE" $(cat $ROOT/pl/wanted.txt) || exit 4
     if [ -f $ROOT/pl/v.whl ]; then python3 -m zipfile -e $ROOT/pl/v.whl "$SITE" || exit 5
     else tar -xJf $ROOT/pl/vllm026-*.tar.xz -C "$SITE" || exit 5; fi
     local fa3
@@ -264,6 +281,11 @@ start_server() {   # start_server CONFIG: a healthy server of that configuration
         if [ "$RAWMEM" = 1 ]; then
             mkdir -p "$W/diag" && cp "$REPO/tools/device/rawmem_sitecustomize.py" "$W/diag/sitecustomize.py"
             env_path=$env_path:$W/diag
+        fi
+        if [ "$RECORD" = 1 ]; then
+            mkdir -p "$W/rec" "$W/triton_rec" && export TRITON_RECORD_DIR=$W/triton_rec
+            cp "$REPO/tools/device/triton_record_sitecustomize.py" "$W/rec/sitecustomize.py"
+            env_path=$env_path:$W/rec
         fi
         if [ "$STEP_CLOCK" = 1 ]; then
             mkdir -p "$W/steps"; export STEP_CLOCK_DIR=$W/steps
