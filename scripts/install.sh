@@ -41,8 +41,8 @@ ensure_venv "$LOCK" venv .venv
 # The engines live in venvs of their own (their pins clash with ours and each other's);
 # `revati bench` finds vLLM's interpreter at .venv-vllm/bin/python.
 ensure_venv requirements/vllm.lock vllm .venv-vllm
-# SGLang's interpreter: .venv-sglang/bin/python (`revati bench --engine sglang`)
-ensure_venv requirements/sglang.lock sglang .venv-sglang
+# SGLang (requirements/sglang.lock) and other releases: made the first time a command asks
+# for them (revati/engines/versions.py), with a line before and after
 
 # PostgreSQL server binaries for the shared-study test of revati-tune
 if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then

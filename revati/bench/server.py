@@ -53,23 +53,26 @@ def resolve_hardware(name: str) -> str:
 
 def find_python(spec: str, given: Path | None = None) -> Path:
     """The interpreter that has the engine release `spec` (NAME or NAME==VERSION): `given`
-    (--engine-python); for a release beside the pinned one, its venv (made on first use,
-    revati/engines/versions.py); for the pinned one $REVATI_<ENGINE>_PYTHON, the
-    .venv-<engine> that scripts/install.sh makes, or this interpreter."""
+    (--engine-python); for the pinned release $REVATI_<ENGINE>_PYTHON or the .venv-<engine>
+    that scripts/install.sh makes (vLLM's); else the release's venv, made on first use
+    (revati/engines/versions.py)."""
     try:
         engine, version = versions.check(spec)
-        release = None if given else versions.engine_python(engine, version, log=_progress)
+        if given and not Path(given).exists():
+            raise BenchError(f"--engine-python {given}: no such file")
+        pinned = [os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
+                  REPO / f".venv-{engine}" / "bin" / "python"]
+        python = next((Path(c) for c in [given] + (pinned if versions.is_pinned(engine, version)
+                                                  else []) if c and Path(c).exists()), None)
+        python = python or versions.engine_python(engine, version, log=_progress)
     except versions.EngineVersionError as e:
         raise BenchError(str(e)) from None
     except subprocess.CalledProcessError as e:
         raise BenchError(f"could not make the venv of {spec} ({e.cmd[-1]} failed): see "
                          f"{versions.venv_root()}/*.log") from None
-    candidates = [given, release, os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
-                  REPO / f".venv-{engine}" / "bin" / "python", Path(sys.executable)]
-    python = next(Path(c) for c in candidates if c and Path(c).exists())
     if not ENGINES[engine].has_engine(python):
-        raise BenchError(f"{engine} is not installed for {python}: run scripts/install.sh "
-                         f"(it makes .venv-{engine}) or pass --engine-python")
+        raise BenchError(f"{engine} is not installed for {python}: pass an interpreter that "
+                         "has it with --engine-python")
     return python
 
 

@@ -3,9 +3,9 @@ another one. Each release is a lock file in requirements/ (`vllm.lock` the pinne
 `vllm-0.33.0.lock` the others: a pip freeze of a venv made with `pip install vllm==0.33.0`)
 and runs from a venv of its own under $REVATI_VENV_DIR (default ~/.cache/revati), named by
 the engine and a hash of the lock and the Python version, so every checkout and fresh clone
-reuses it while both are unchanged. scripts/install.sh makes the venvs of the pinned
-releases (linked as .venv-<engine>); another release's venv is made the first time a command
-asks for it.
+reuses it while both are unchanged. scripts/install.sh makes the pinned vLLM's venv (linked
+as .venv-vllm: the default sweep's engine); every other release's venv, the pinned SGLang's
+included, is made the first time a command asks for it.
 
     python -m revati.engines.versions venv LOCK NAME   # make or reuse; print its folder
 
@@ -115,14 +115,13 @@ def make_venv(lock: Path, name: str, log=print) -> Path:
     return venv
 
 
-def engine_python(name: str, version: str | None, log=print) -> Path | None:
-    """The interpreter of a release (check()'s result) other than the pinned one, its venv
-    made on first use; None for the pinned release, which scripts/install.sh provides as
-    .venv-<engine>."""
-    lock = lock_of(name, version)
-    if lock.name == f"{name}.lock":
-        return None
-    return make_venv(lock, name, log) / "bin" / "python"
+def is_pinned(name: str, version: str | None) -> bool:
+    return lock_of(name, version).name == f"{name}.lock"
+
+
+def engine_python(name: str, version: str | None, log=print) -> Path:
+    """The interpreter of a release (check()'s result), its venv made on first use."""
+    return make_venv(lock_of(name, version), name, log) / "bin" / "python"
 
 
 def summary() -> str:
