@@ -108,7 +108,6 @@ print(json.dumps(ran))
                    "torch.bfloat16": True, "sdpa": True, "graph": True}
 
 
-
 def test_waiting_on_an_event_of_an_ended_capture_starts_no_capture(emulated):
     # SGLang 0.5.23's breakable CUDA graphs wait on events recorded in a segment's capture
     # after that capture has ended; the waiting stream must not count as capturing, or
@@ -129,6 +128,7 @@ torch.cuda.synchronize()
 print(json.dumps({"capturing": capturing}))
 """)
     assert out == {"capturing": False}
+
 
 def test_a_kernels_output_reads_zero_not_what_an_earlier_tensor_left(emulated):
     """PyTorch's caching allocator gives a freed block to the next tensor without the driver
