@@ -25,9 +25,9 @@ fi
 
 # ensure_venv LOCK NAME LINK: a venv with exactly LOCK's packages under $REVATI_VENV_DIR
 # (default ~/.cache/revati), named by the hash of LOCK and the Python version (reused while
-# both are unchanged; revati/engines/versions.py, which also makes the venvs of engine
-# releases beside the pinned ones), linked as LINK (a real directory of that name, a
-# developer's own venv, is left alone).
+# both are unchanged; revati/engines/versions.py, which also makes every other engine
+# release's venv on first use), linked as LINK (a real directory of that name, a developer's
+# own venv, is left alone).
 ensure_venv() {
     local lock=$1 name=$2 link=$3 venv
     venv=$("$PYTHON" -m revati.engines.versions venv "$lock" "$name") || exit 1

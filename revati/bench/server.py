@@ -58,13 +58,16 @@ def find_python(spec: str, given: Path | None = None) -> Path:
     (revati/engines/versions.py)."""
     try:
         engine, version = versions.check(spec)
-        if given and not Path(given).exists():
-            raise BenchError(f"--engine-python {given}: no such file")
-        pinned = [os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
-                  REPO / f".venv-{engine}" / "bin" / "python"]
-        python = next((Path(c) for c in [given] + (pinned if versions.is_pinned(engine, version)
-                                                  else []) if c and Path(c).exists()), None)
-        python = python or versions.engine_python(engine, version, log=_progress)
+        if given:
+            if not Path(given).exists():
+                raise BenchError(f"--engine-python {given}: no such file")
+            python = Path(given)
+        else:
+            local = ([os.environ.get(f"REVATI_{engine.upper()}_PYTHON"),
+                      REPO / f".venv-{engine}" / "bin" / "python"]
+                     if versions.is_pinned(engine, version) else [])
+            python = (next((Path(c) for c in local if c and Path(c).exists()), None)
+                      or versions.engine_python(engine, version, log=_progress))
     except versions.EngineVersionError as e:
         raise BenchError(str(e)) from None
     except subprocess.CalledProcessError as e:

@@ -57,18 +57,21 @@ def cuda_home(python: Path) -> str | None:
     for site in (python.parent.parent / "lib").glob("python3*/site-packages"):
         toolkit = site / "nvidia" / "cu13"
         if (toolkit / "bin" / "nvcc").exists():
-            # SGLang's JIT builds link -lcudart from lib64, which the wheels do not lay
-            # out: name them as a CUDA_HOME does (every release's venv, made by
-            # scripts/install.sh or on first use)
-            for link, target in ((toolkit / "lib64", "lib"),
-                                 (toolkit / "lib" / "libcudart.so", "libcudart.so.13")):
-                if not (link.exists() or link.is_symlink()):
-                    link.symlink_to(target)
+            lay_out_runtime(toolkit)
             # the resolved path: .venv-sglang is a link per checkout, and FlashInfer keys
             # its JIT builds on the nvcc command, so a per-checkout path rebuilt its
             # sampler (100 s of nvcc) in every fresh clone
             return str(toolkit.resolve())
     return None
+
+
+def lay_out_runtime(toolkit: Path) -> None:
+    """SGLang's JIT builds link -lcudart from lib64, which the pip toolkit's wheels do not
+    lay out: name them as a CUDA_HOME does, in whichever release's venv (made on first use)."""
+    for link, target in ((toolkit / "lib64", "lib"),
+                         (toolkit / "lib" / "libcudart.so", "libcudart.so.13")):
+        if not (link.exists() or link.is_symlink()):
+            link.symlink_to(target)
 
 
 def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:

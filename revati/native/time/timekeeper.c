@@ -369,8 +369,9 @@ static bool running_threads_stalled(int64_t now) {
         uint32_t gen = atomic_load(&t->gen);
         if (st == 0) continue; /* it exited without telling us */
         /* 'D' is a wait for the disk (page faults of a cold import, reads): work that takes
-         * real time on the node too, never an untimed waiter. Counted as one, it let vLLM
-         * 0.33.0's first start from a cold page cache jump ~590 s to a start-up timeout. */
+         * real time on the node too, never an untimed waiter. Counted as one, it would let
+         * the clock jump while a thread reads; the suspected cause (not reproduced) of vLLM
+         * 0.33.0's first start from a cold page cache jumping ~590 s to a start-up timeout. */
         if (st == 'R' || st == 'D') {
             asleep_since[j] = 0;
             all = false;
