@@ -31,7 +31,7 @@ from revati.device.env import emulated_device_env
 from revati.device.spec import UnknownHardwareError, load_spec
 from revati.device.spec import resolve_hardware as spec_name
 from revati.engines import ENGINES, versions, vllm
-from revati.engines.common import max_model_len
+from revati.engines.common import complete_together, http_json, max_model_len
 from revati.hostspeed import host_cpu_ms, torch_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
 from revati.models.folder import materialise
@@ -207,7 +207,23 @@ class EmulatedServer:
         self.num_gpu_blocks = self.engine.num_gpu_blocks(self.port)
         self.max_model_len = max_model_len(self.port)
         self.dep.progress(f"engine ready ({self.num_gpu_blocks} KV-cache blocks)", wall0)
+        try:
+            self.warm_batches(wall0)
+        except BaseException:
+            self.dep.close(self.pid)
+            raise
         return self
+
+    def warm_batches(self, wall0: float) -> None:
+        """Batches of the engine's WARM_BATCHES sizes, one after the other, before any load."""
+        cards = http_json(self.port, "/v1/models").get("data") or []
+        for n in self.engine.WARM_BATCHES:
+            if not cards or not complete_together(self.port, cards[0]["id"], n):
+                raise BenchError(f"{self.engine.NAME} did not serve a warm-up batch of {n} "
+                                 f"requests; see {self.log}")
+            self.cache_used = True
+        if self.engine.WARM_BATCHES:
+            self.dep.progress(f"warm-up batches of {self.engine.WARM_BATCHES} requests", wall0)
 
     def __exit__(self, *exc: object) -> None:
         assert self.dep is not None

@@ -7,6 +7,7 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -38,6 +39,19 @@ def http_post(port: int, path: str, timeout: float = 30) -> bytes | None:
     """The body of an empty POST to the local server, None when it does not answer 2xx."""
     return _request(urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=b"",
                                            method="POST"), timeout)
+
+
+def complete_together(port: int, model: str, n: int, timeout: float = 600) -> bool:
+    """n completions of a few tokens sent at once, so that the engine runs them as one batch;
+    whether every one was served."""
+    # token ids, not text: any tokenizer takes them (the catalog's synthetic one has no
+    # unknown-word token)
+    body = json.dumps({"model": model, "prompt": list(range(100, 116)), "max_tokens": 4,
+                       "min_tokens": 4, "ignore_eos": True}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with ThreadPoolExecutor(n) as pool:
+        return all(b is not None for b in pool.map(lambda _: _request(req, timeout), range(n)))
 
 
 def http_get(port: int, path: str, timeout: float = 5) -> bytes | None:

@@ -21,6 +21,8 @@ CONTEXT_FLAG = "--context-length"
 BENCH_BACKEND = "openai"
 # SGLang logs no compilation that happens while it serves
 JIT_DURING_SERVING = None
+# no batch-size warm-up before the loads (revati/engines/vllm.py says why vLLM has one)
+WARM_BATCHES = ()
 
 # Set for every emulated SGLang process, with the reason:
 ENV = {

@@ -21,14 +21,15 @@ BENCH_BACKEND = "vllm"
 # What vLLM's jit_monitor logs for a kernel compiled after its warm-up, while serving
 # (vllm/utils/jit_monitor.py; once per kernel and configuration): the kernel's name
 JIT_DURING_SERVING = re.compile(r"JIT compilation during inference: ([^\s.(]+)")
+# Batches of these many requests, each alone, before any load: the V2 sampler's Triton
+# kernels take the batch size as an argument, and Triton compiles a kernel again for a size
+# of 1, a multiple of 16 and any other, at its first batch of each. A warm server has them
+# all; under emulation the compile's CPU time would land in the load's first steps
+# (`_topk_topp_kernel` in the measured window: mean TPOT doubled for 32 requests).
+WARM_BATCHES = (1, 3, 16)
 
 # Set for every emulated vLLM process, with the reason:
 ENV = {
-    # The V2 model runner (vLLM >= 0.2x default) keeps per-request bookkeeping, such as
-    # how many tokens each request sampled in a step, in GPU tensors computed by Triton
-    # kernels. Kernels do not run under emulation, so those values would be zeros and no
-    # request would ever advance; the V1 runner computes the same bookkeeping on the CPU.
-    "VLLM_USE_V2_MODEL_RUNNER": "0",
     # FlashInfer's sampler is JIT-compiled at start-up against CUDA headers (curand.h)
     # that a CPU host has no reason to carry; vLLM's own sampler serves the same requests
     # (the H200 reference runs use the same setting, see docs/validation.md).

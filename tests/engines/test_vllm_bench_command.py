@@ -1,5 +1,5 @@
 """The whole `revati bench` command for vLLM: bad input refused clearly, a TP 2
-deployment end to end, and synchronous scheduling.
+deployment end to end, synchronous scheduling, and the KV cache of a real H100's server.
 
 Apart from the shared server of test_vllm_e2e.py, so that no idle emulated engine competes
 with these deployments for the host's two cores."""
@@ -7,6 +7,7 @@ with these deployments for the host's two cores."""
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import pytest
 from tests.engines.conftest import BENCH, run_bench_command
 
 pytestmark = pytest.mark.e2e
+# vLLM 0.26.0's default server (V2 model runner), --max-model-len 4096, on a real H100
+REAL_H100 = (Path(__file__).parents[2] / "validation/vllm/llama3_8b-v2-runner"
+             / "2026-12-05-real-kernels")
 
 
 def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
@@ -80,3 +84,21 @@ def test_synchronous_scheduling_serves_every_request(tmp_path: Path) -> None:
     assert s["completed"] == 8 and s["failed"] == 0, s["failure_reasons"]
     rows = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert [(int(x["input_tokens"]), int(x["output_tokens"])) for x in rows] == [(64, 16)] * 8
+
+
+def test_default_server_sizes_its_kv_cache_as_on_a_real_h100(tmp_path: Path) -> None:
+    """vLLM's defaults, V2 model runner included, whose bookkeeping kernels are computed on the
+    host: every request served with its exact lengths, and the KV cache as large as the real
+    default server's on the same GPU (28,934 blocks; each is 2 MiB of this model's KV).
+    The real server compiled its model (its first start on that machine); one that loads
+    the compiled model from vLLM's AOT cache profiles 0.22 GiB less activation memory, so the
+    emulated one compiles too (VLLM_USE_AOT_COMPILE=0; inductor's cache still serves it)."""
+    _, s = run_bench_command(
+        tmp_path, ["--model", "llama3_8b", "--hardware", "h100", "--input-len", "100",
+                   "--output-len", "20", "--num-prompts", "6", "--request-rate", "inf",
+                   "--num-warmups", "2"],
+        ["--max-model-len", "4096"], env={"VLLM_USE_AOT_COMPILE": "0"})
+    assert "Using V2 Model Runner" in (tmp_path / "engine.log").read_text()
+    assert s["completed"] == 6 and s["total_output_tokens"] == 6 * 20
+    real = re.search(r'num_gpu_blocks="(\d+)"', (REAL_H100 / "num_gpu_blocks.txt").read_text())
+    assert s["num_gpu_blocks"] == pytest.approx(int(real[1]), rel=0.001)

@@ -36,8 +36,15 @@ class Emulated:
             check: bool = True, **extra: str) -> subprocess.CompletedProcess:
         script = self.workdir / "program.py"  # a file: Triton reads its kernels' source
         script.write_text(textwrap.dedent(code))
+        return self.run_with(pathlib.Path(sys.executable), [str(script)], gpus, hardware, timeout,
+                             check, **extra)
+
+    def run_with(self, python: pathlib.Path, argv: list[str], gpus: int = 1,
+                 hardware: str = "h200_sxm", timeout: float = 180, check: bool = True,
+                 **extra: str) -> subprocess.CompletedProcess:
+        """Run `python argv` (this interpreter or an engine's) as an emulated process."""
         stolen0 = stolen_s()
-        proc = subprocess.run([sys.executable, str(script)],
+        proc = subprocess.run([str(python), *argv],
                               env=self.env(gpus, hardware, **extra), cwd=self.workdir,
                               capture_output=True, text=True, timeout=timeout)
         self.stolen_s = stolen_s() - stolen0

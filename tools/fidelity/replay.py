@@ -6,6 +6,7 @@ script resumes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,9 @@ VLLM_KNOBS = VALIDATION / "vllm" / "llama3_8b-knobs" / "2026-12-04-real"
 SGLANG_LLAMA = VALIDATION / "sglang" / "llama3_8b"
 # each engine's flag for the context length the real servers ran with
 CONTEXT = {"vllm": ["--max-model-len", "4096"], "sglang": ["--context-length", "4096"]}
+# what else the real servers ran with: vLLM's real runs here used its V1 model runner (the
+# emulated engine inherits the environment of revati validate)
+REAL_ENV = {"vllm": {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "sglang": {}}
 METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
            ("output_throughput", "tok/s"))
 
@@ -36,6 +40,7 @@ def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
                "--num-warmups", "16", *bench_args, "--out", str(out), "--", *CONTEXT[engine],
                *engine_args]
         print(f"replay: {' '.join(cmd)}", flush=True)
-        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL,
+                       env=os.environ | REAL_ENV[engine])
     rows = {r["metric"]: r for r in json.loads(result.read_text())["rows"]}
     return {m: (rows[m]["real"], rows[m]["emulated"]) for m in metrics}

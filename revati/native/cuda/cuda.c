@@ -445,6 +445,17 @@ void rv_func_launch_features(CUfunction f, void **params, void **extra, struct r
     rv_moe_dims(k->arg_layout, k->count, k->size, values, &l->m, &l->n, &l->k);
 }
 
+bool rv_func_host_kernel(CUfunction f, void **params, void **extra, const unsigned grid[3],
+                         bool capture, struct rv_host_launch **captured) {
+    struct rv_func *x = as_func(f);
+    const struct rv_kernel_params *k = x ? x->params : NULL;
+    const void *values[RV_MAX_PARAMS];
+    if (!k || k->count < 0 || !param_values(k, params, extra, values)) return false;
+    if (!capture) return rv_host_kernel(rv_func_name(f), k->count, k->size, values, grid);
+    *captured = rv_host_kernel_capture(rv_func_name(f), k->count, k->size, values, grid);
+    return *captured != NULL;
+}
+
 int rv_func_device_args(CUfunction f, void **params, void **extra, uintptr_t *out, int max) {
     struct rv_func *x = as_func(f);
     const struct rv_kernel_params *k = x ? x->params : NULL;

@@ -88,6 +88,11 @@ void rv_func_launch_features(CUfunction f, void **params, void **extra, struct r
 /* The device pointers among f's arguments (up to max, into out): the memory the kernel is
  * handed, where its results go; 0 when f's parameter layout is unknown. */
 int rv_func_device_args(CUfunction f, void **params, void **extra, uintptr_t *out, int max);
+struct rv_host_launch;   /* cuda_host_kernels.c */
+/* rv_host_kernel on f's arguments: true when f was computed on the host; with `capture`,
+ * rv_host_kernel_capture instead (its result in *captured). */
+bool rv_func_host_kernel(CUfunction f, void **params, void **extra, const unsigned grid[3],
+                         bool capture, struct rv_host_launch **captured);
 int rv_attr(int attribute, int dev, bool *known);
 CUresult rv_unimplemented(const char *name);    /* logs once, NOT_SUPPORTED */
 /* A persistent copy of a formatted name (rv_log_once keeps the pointer it is given). */
@@ -104,9 +109,30 @@ CUresult rv_dev_free(CUdeviceptr dp);
 int rv_ptr_device(uintptr_t p);                 /* -1: not device memory */
 /* Device memory that holds what the host put there (copies to the device, copies within
  * it, non-zero memsets) keeps it only until a kernel is handed a pointer into it: from
- * then on it holds what the kernel computed, which no kernel computes here, so it reads
- * zero (sampled token 0), never a stale value of a buffer the allocator gave out again. */
+ * then on it holds what the kernel computed, which no kernel computes here, so copies out
+ * of it read zero (sampled token 0), never a stale value of a buffer the allocator gave out
+ * again. Kernels computed on the host (rv_host_kernel) still read what the host put there. */
 void rv_device_computed(const uintptr_t *ptrs, int n);
+/* [p, p + n) now holds what a kernel computed on the host: it reads as host-written. */
+void rv_host_computed(uintptr_t p, size_t n);
+/* Bytes from p to the end of the host-written range holding it (what one copy or fill put
+ * there); 0 where p holds none. */
+size_t rv_host_written_from(uintptr_t p);
+/* Bytes from p to the end of the device allocation or page-locked host range holding it;
+ * 0 where p is in neither. */
+size_t rv_bytes_from(uintptr_t p);
+
+/* ---- cuda_host_kernels.c -------------------------------------------------------------- */
+/* Computes on the host, from its arguments, a kernel whose outputs the engine reads back or
+ * derives lengths from (docs/limits.md, "Kernels computed on the host"); false for every
+ * other kernel, which stays predicted. `values` points at each of its `count` parameters. */
+bool rv_host_kernel(const char *name, int count, const uint16_t *size, const void *const *values,
+                    const unsigned grid[3]);
+/* Such a kernel captured into a graph, to compute at each replay (rv_host_kernel_replay);
+ * NULL for every other kernel. */
+struct rv_host_launch *rv_host_kernel_capture(const char *name, int count, const uint16_t *size,
+                                              const void *const *values, const unsigned grid[3]);
+void rv_host_kernel_replay(const struct rv_host_launch *h);
 /* Device memory the real driver takes for itself, outside every allocator (measured on the
  * H200, docs/validation.md "KV-cache size"): a kernel's code when it first runs, executable
  * graphs' nodes, streams, the device-side system calls' set-up, and deeper thread stacks. */

@@ -6,7 +6,9 @@
  * of small buffers) is kept in real pages and round-trips exactly. Bulk device-to-device
  * copies and non-zero memsets above RV_REAL_DATA_LIMIT would only produce values that no
  * kernel computes anyway, and would cost RAM, so they are timed but not performed. Host data
- * lasts until a kernel is handed a pointer into it; then it is zeroed (rv_device_computed). */
+ * lasts until a kernel is handed a pointer into it; from then on copies out of it read zero
+ * (rv_device_computed), while the few kernels computed on the host still read it
+ * (cuda_host_kernels.c). */
 #include "cuda_internal.h"
 
 #include <stdio.h>
@@ -559,6 +561,15 @@ static void add_host(void *p, size_t n, bool owned, unsigned flags) {
     g_host = h;
     pthread_mutex_unlock(&g_mem_lock);
 }
+size_t rv_bytes_from(uintptr_t p) {
+    pthread_mutex_lock(&g_mem_lock);
+    int dev = rv_ptr_device(p);
+    struct block *b = dev >= 0 ? find_block(p, dev) : NULL;
+    struct host_range *h = b ? NULL : find_host(p);
+    size_t n = b ? b->start + b->size - p : h ? (uintptr_t)h->p + h->n - p : 0;
+    pthread_mutex_unlock(&g_mem_lock);
+    return n;
+}
 CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags) {
     if (!pp) return CUDA_ERROR_INVALID_VALUE;
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -615,8 +626,12 @@ CUresult cuMemHostGetFlags(unsigned *f, void *p) {
 /* Ranges of device memory that hold host-written data (see rv_device_computed), disjoint
  * and sorted by start. PyTorch's caching allocator hands a freed block to the next tensor
  * without the driver seeing it, so without this a kernel's output (argmax's token ids) read
- * back what an earlier tensor's copy left there: positions, cache slots, out of vocabulary. */
-struct range { uintptr_t start, end; };
+ * back what an earlier tensor's copy left there: positions, cache slots, out of vocabulary.
+ * A range a kernel was handed is `touched`: it keeps its bytes, for the kernels computed on
+ * the host that read it (vLLM's V2 runner passes the same request indices to predicted
+ * sampling kernels and then to its host-computed bookkeeping), and reads zero to every copy
+ * out of it, which zeroes it then (observe). */
+struct range { uintptr_t start, end; bool touched; };
 static struct range *g_written;
 static size_t g_nwritten, g_capwritten;
 static pthread_mutex_t g_written_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -651,46 +666,51 @@ static void host_written(uintptr_t start, uintptr_t end, bool host) {
     while (j < g_nwritten && g_written[j].start < end) j++;
     struct range keep[3];
     size_t nkeep = 0;
-    if (i < j && g_written[i].start < start) keep[nkeep++] = (struct range){g_written[i].start, start};
-    if (host) keep[nkeep++] = (struct range){start, end};
-    if (i < j && g_written[j - 1].end > end) keep[nkeep++] = (struct range){end, g_written[j - 1].end};
+    if (i < j && g_written[i].start < start)
+        keep[nkeep++] = (struct range){g_written[i].start, start, g_written[i].touched};
+    if (host) keep[nkeep++] = (struct range){start, end, false};
+    if (i < j && g_written[j - 1].end > end)
+        keep[nkeep++] = (struct range){end, g_written[j - 1].end, g_written[j - 1].touched};
     memmove(&g_written[i + nkeep], &g_written[j], (g_nwritten - j) * sizeof *g_written);
     memcpy(&g_written[i], keep, nkeep * sizeof *keep);
     g_nwritten = g_nwritten - (j - i) + nkeep;
     pthread_mutex_unlock(&g_written_lock);
 }
 
-/* Plain memset, not fill()'s madvise for large ranges: the host writes these buffers again
- * at the engine's next step, and pages dropped here would fault back in then (SGLang's
- * scheduler: TPOT +39 % from page faults alone on the moderate mixed load). */
-static void zero_ranges(const struct range *r, int n) {
-    for (int i = 0; i < n; i++) memset((void *)r[i].start, 0, r[i].end - r[i].start);
-}
-
 void rv_device_computed(const uintptr_t *ptrs, int n) {
-    if (n <= 0) return;
-    struct range found[16];
-    int nfound = 0;
     pthread_mutex_lock(&g_written_lock);
     for (int k = 0; k < n && g_nwritten; k++) {
         uintptr_t p = ptrs[k];
         if (p < g_written[0].start || p >= g_written[g_nwritten - 1].end) continue;
         size_t lo = first_ending_after(p);   /* < g_nwritten: p is below the last end */
-        if (g_written[lo].start > p) continue;
-        if (nfound == (int)(sizeof found / sizeof *found)) {   /* rare: zero what we have */
-            pthread_mutex_unlock(&g_written_lock);
-            zero_ranges(found, nfound);
-            nfound = 0;
-            pthread_mutex_lock(&g_written_lock);
-            k--;
-            continue;
-        }
-        found[nfound++] = g_written[lo];
-        memmove(&g_written[lo], &g_written[lo + 1], (g_nwritten - lo - 1) * sizeof *g_written);
-        g_nwritten--;
+        if (g_written[lo].start <= p) g_written[lo].touched = true;
     }
     pthread_mutex_unlock(&g_written_lock);
-    zero_ranges(found, nfound);
+}
+
+void rv_host_computed(uintptr_t p, size_t n) { host_written(p, p + n, true); }
+
+size_t rv_host_written_from(uintptr_t p) {
+    pthread_mutex_lock(&g_written_lock);
+    size_t i = first_ending_after(p);
+    size_t n = i < g_nwritten && g_written[i].start <= p ? g_written[i].end - p : 0;
+    pthread_mutex_unlock(&g_written_lock);
+    return n;
+}
+
+/* Plain memset, not fill()'s madvise for large ranges: the host writes these buffers again
+ * at the engine's next step, and pages dropped here would fault back in then (SGLang's
+ * scheduler: TPOT +39 % from page faults alone on the moderate mixed load). */
+static void zero_touched(uintptr_t start, uintptr_t end) {
+    pthread_mutex_lock(&g_written_lock);
+    size_t i = first_ending_after(start), j = i, out = i;   /* [i, j): overlapping */
+    for (; j < g_nwritten && g_written[j].start < end; j++) {
+        if (g_written[j].touched) memset((void *)g_written[j].start, 0, g_written[j].end - g_written[j].start);
+        else g_written[out++] = g_written[j];
+    }
+    memmove(&g_written[out], &g_written[j], (g_nwritten - j) * sizeof *g_written);
+    g_nwritten -= j - out;
+    pthread_mutex_unlock(&g_written_lock);
 }
 
 static int copy_kind(uintptr_t dst, uintptr_t src) {
@@ -706,6 +726,7 @@ static void move_data(uintptr_t dst, uintptr_t src, size_t n, int kind) {
         rv_log_once("device shim: large device-to-device copies are timed, not performed", "memcpy");
         return;
     }
+    if (kind != RV_COPY_H2D && kind != RV_COPY_H2H) zero_touched(src, src + n);
     memmove((void *)dst, (const void *)src, n);
     if (kind != RV_COPY_D2H && kind != RV_COPY_H2H) host_written(dst, dst + n, true);
 }

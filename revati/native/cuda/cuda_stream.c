@@ -41,6 +41,7 @@ struct node {
     size_t driver_bytes; /* what an executable graph keeps for it (rv_graph_node_bytes) */
     uintptr_t *args;     /* a kernel's device pointers (rv_device_computed at each replay) */
     int nargs;
+    struct rv_host_launch *host;   /* a kernel computed on the host at each replay */
 };
 struct graph { uint32_t magic; struct node *nodes; size_t n, cap; unsigned long long id; };
 struct exec {
@@ -165,6 +166,7 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
     n->driver_bytes = driver_bytes;
     n->args = NULL;
     n->nargs = 0;
+    n->host = NULL;
 }
 
 /* The device pointers of the kernel being launched by this thread, for rv_enqueue_kernel:
@@ -172,6 +174,7 @@ static void graph_add(struct graph *g, const struct rv_launch *l, const char *na
 #define RV_MAX_DEVICE_ARGS 256
 static __thread uintptr_t t_args[RV_MAX_DEVICE_ARGS];
 static __thread int t_nargs;
+static __thread struct rv_host_launch *t_host;   /* this launch, captured to compute at replays */
 
 static void node_args(struct node *n, const uintptr_t *args, int nargs) {
     if (nargs <= 0) return;
@@ -260,7 +263,9 @@ CUresult rv_enqueue(CUstream h, const struct rv_launch *l, const char *name) {
 CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *name,
                            int param_bytes, bool pdl) {
     int nargs = t_nargs;   /* this launch's device pointers, never a later operation's */
+    struct rv_host_launch *host = t_host;
     t_nargs = 0;
+    t_host = NULL;
     if (!rv_cuda_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     dilate_cpu();
     log_launch(l);
@@ -271,7 +276,9 @@ CUresult rv_enqueue_kernel(CUstream h, const struct rv_launch *l, const char *na
     bool captured = s->capture != NULL;
     if (captured) {
         graph_add(s->capture, &copy, name, NULL, NULL, rv_graph_node_bytes(l, param_bytes, pdl));
-        node_args(&s->capture->nodes[s->capture->n - 1], t_args, nargs);
+        struct node *n = &s->capture->nodes[s->capture->n - 1];
+        if (host) n->host = host;   /* its inputs are not its results (below) */
+        else node_args(n, t_args, nargs);
     } else queue_note(s, append(s, &copy, name));
     pthread_mutex_unlock(&g_tl);
     if (!captured) rv_device_computed(t_args, nargs);
@@ -377,6 +384,13 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     l.shared_bytes = shm;
     rv_func_launch_features(f, params, extra, &l);
     t_nargs = rv_func_device_args(f, params, extra, t_args, RV_MAX_DEVICE_ARGS);
+    /* computed now, in the order the host queues work, which is the order the stream runs
+     * it; one captured into a graph at each of the graph's replays */
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cuStreamIsCapturing(s, &capture) == CUDA_SUCCESS &&
+        rv_func_host_kernel(f, params, extra, l.grid, capture != CU_STREAM_CAPTURE_STATUS_NONE,
+                            &t_host))
+        t_nargs = 0;   /* its inputs are not its results: they keep what the host put there */
     return rv_enqueue_kernel(s, &l, name, rv_func_param_bytes(f), pdl);
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -798,6 +812,7 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
         if (s->capture) {
             graph_add(s->capture, &n->l, n->name, n->join, n->ctx, n->driver_bytes);
             node_args(&s->capture->nodes[s->capture->n - 1], n->args, n->nargs);
+            s->capture->nodes[s->capture->n - 1].host = n->host;
             continue;
         }
         if (n->join) joined(s, n->name, n->join, n->ctx);
@@ -815,6 +830,8 @@ CUresult cuGraphLaunch(CUgraphExec h, CUstream hs) {
     bool replay = !s->capture;
     pthread_mutex_unlock(&g_tl);
     if (replay) {   /* what its kernels are handed now holds what they computed */
+        for (size_t i = 0; i < e->g.n; i++)
+            if (e->g.nodes[i].host) rv_host_kernel_replay(e->g.nodes[i].host);
         exec_args(e);
         rv_device_computed(e->args, e->nargs);
     }
