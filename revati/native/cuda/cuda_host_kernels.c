@@ -56,12 +56,19 @@ static bool bind(const char *spec, int count, const uint16_t *size, const void *
 }
 
 /* One buffer argument; element accesses outside what its allocation holds are skipped (a
- * predicted kernel's output read as an index holds whatever the host left there). */
-struct buf { char *base; size_t bytes; const char *kernel; };
+ * predicted kernel's output read as an index holds whatever the host left there). [lo, hi):
+ * what stores wrote since the last written(). */
+struct buf { char *base; size_t bytes; const char *kernel; char *lo, *hi; };
 static struct buf buf_of(const void *arg, const char *kernel) {
     uintptr_t p = 0;
     if (arg) memcpy(&p, arg, sizeof p);
-    return (struct buf){(char *)p, p ? rv_bytes_from(p) : 0, kernel};
+    return (struct buf){(char *)p, p ? rv_bytes_from(p) : 0, kernel, NULL, NULL};
+}
+/* What the stores wrote now reads as host-written: one range, not one per element (a range
+ * list of a prompt's every token would make each later copy search thousands). */
+static void written(struct buf *b) {
+    if (b->hi > b->lo) rv_host_computed((uintptr_t)b->lo, (size_t)(b->hi - b->lo));
+    b->lo = b->hi = NULL;
 }
 static bool inside(const struct buf *b, int64_t i, size_t width) {
     if (i >= 0 && (uint64_t)(i + 1) * width <= b->bytes) return true;
@@ -75,11 +82,13 @@ static int64_t load(const struct buf *b, int64_t i, size_t width, int64_t otherw
     memcpy(&v, b->base + i * 4, 4);
     return v;
 }
-static void store(const struct buf *b, int64_t i, size_t width, int64_t v) {
+static void store(struct buf *b, int64_t i, size_t width, int64_t v) {
     if (!inside(b, i, width)) return;
-    if (width == 8) memcpy(b->base + i * 8, &v, 8);
-    else { int32_t w = (int32_t)v; memcpy(b->base + i * 4, &w, 4); }
-    rv_host_computed((uintptr_t)(b->base + i * (int64_t)width), width);
+    char *at = b->base + i * (int64_t)width;
+    if (width == 8) memcpy(at, &v, 8);
+    else { int32_t w = (int32_t)v; memcpy(at, &w, 4); }
+    if (!b->lo || at < b->lo) b->lo = at;
+    if (at + width > b->hi) b->hi = at + width;
 }
 /* The width of the request-index array (idx_mapping) handed to n programs: vLLM 0.26 copies
  * it to the device as int32, 0.33 as int64. Eight bytes when the host's copy holds n
@@ -115,6 +124,7 @@ static bool apply_write(const char *k, int count, const uint16_t *size, const vo
         if (row < 0) continue;
         for (int64_t i = from; i < to; i++)
             store(&out, row * stride + start + i - from, 4, load(&contents, i, 4, 0));
+        written(&out);   /* rows lie far apart (a prompt's tokens, a request's blocks) */
     }
     return true;
 }
@@ -136,6 +146,8 @@ static bool prepare_pos_seq_lens(const char *k, int count, const uint16_t *size,
         store(&seq_lens, r, 4, done + len);
         for (int64_t i = 0; i < len; i++) store(&pos, start + i, 8, done + i);
     }
+    written(&seq_lens);
+    written(&pos);
     return true;
 }
 
@@ -154,6 +166,8 @@ static bool num_sampled_and_rejected(const char *k, int count, const uint16_t *s
         store(&sampled, b, 4, n);
         store(&rejected, b, 4, chunk ? 0 : logits - n);
     }
+    written(&sampled);
+    written(&rejected);
     return true;
 }
 
@@ -184,6 +198,9 @@ static bool post_update(const char *k, int count, const uint16_t *size, const vo
         int64_t delta = len - load(&rejected, r, 4, 0);
         if (delta) store(&computed, req, 4, load(&computed, req, 4, 0) + delta);
     }
+    written(&last);
+    written(&total);
+    written(&computed);
     return true;
 }
 
@@ -199,6 +216,7 @@ static bool post_update_num_computed(const char *k, int count, const uint16_t *s
         int64_t len = load(&qsl, b + 1, 4, 0) - load(&qsl, b, 4, 0);
         store(&computed, req, 4, load(&computed, req, 4, 0) + len);
     }
+    written(&computed);
     return true;
 }
 
