@@ -56,9 +56,9 @@ CUDA_INCLUDE = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0"),
 subprocess.check_call([sys.executable, str(NATIVE / "cuda" / "gen_cuda.py"), str(NATIVE / "cuda"),
                        CUDA_INCLUDE])
 CUDA_SOURCES = ["cuda/" + s for s in (
-    "cuda.c", "cuda_memory.c", "cuda_stream.c", "cuda_host_kernels.c", "cuda_dilation.c", "cuda_launch_queue.c",
-    "cuda_cubin.c", "darkapi.c", "cuda_spec.c", "cuda_stubs.gen.c", "cuda_ptds.gen.c",
-    "cuda_enums.gen.c")]
+    "cuda.c", "cuda_memory.c", "cuda_stream.c", "cuda_host_kernels.c", "cuda_dilation.c",
+    "cuda_launch_queue.c", "cuda_cubin.c", "darkapi.c", "cuda_spec.c", "cuda_stubs.gen.c",
+    "cuda_ptds.gen.c", "cuda_enums.gen.c")]
 PREDICT_SOURCES = ["predict/" + s for s in (
     "roofline.c", "features.c", "kernel_args.c", "shapes.c", "models.c", "dispatch.c",
     "power.c")]
