@@ -450,7 +450,8 @@ bool rv_func_host_kernel(CUfunction f, void **params, void **extra, const unsign
     struct rv_func *x = as_func(f);
     const struct rv_kernel_params *k = x ? x->params : NULL;
     const void *values[RV_MAX_PARAMS];
-    if (!k || k->count < 0 || !param_values(k, params, extra, values)) return false;
+    if (!x || !x->host_named || !k || k->count < 0 || !param_values(k, params, extra, values))
+        return false;
     if (!capture) return rv_host_kernel(rv_func_name(f), k->count, k->size, values, grid);
     *captured = rv_host_kernel_capture(rv_func_name(f), k->count, k->size, values, grid);
     return *captured != NULL;
@@ -499,6 +500,7 @@ static struct rv_func *get_func(struct rv_module *m, const char *name) {
         f->magic = RV_MAGIC_FUNC;
         f->name = strdup(name);
         f->mod = m;
+        f->host_named = rv_host_kernel_named(name);   /* not searched again at each launch */
         f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
         f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
         f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;

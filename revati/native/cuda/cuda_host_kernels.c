@@ -289,6 +289,11 @@ static int triton_index(const char *name) {
     return -1;
 }
 
+bool rv_host_kernel_named(const char *name) {
+    return name && (triton_index(name) >= 0 || strstr(name, "FillFunctor") ||
+                    strstr(name, "arange_cuda_out"));
+}
+
 bool rv_host_kernel(const char *name, int count, const uint16_t *size, const void *const *values,
                     const unsigned grid[3]) {
     if (!name || count <= 0 || count > MAX_ARGS + 2) return false;

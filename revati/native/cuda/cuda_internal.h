@@ -46,6 +46,7 @@ struct rv_func {
     int attrs[32];
     const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
     bool code_loaded;                        /* its code is on the device (rv_driver_code) */
+    bool host_named;                         /* rv_host_kernel_named: decided at lookup */
     uint32_t loaded_on;                      /* devices it is loaded on (bit per ordinal) */
     struct rv_func *next;
 };
@@ -128,6 +129,8 @@ size_t rv_bytes_from(uintptr_t p);
  * other kernel, which stays predicted. `values` points at each of its `count` parameters. */
 bool rv_host_kernel(const char *name, int count, const uint16_t *size, const void *const *values,
                     const unsigned grid[3]);
+/* Whether a kernel of this name may be one rv_host_kernel computes (its parameters decide). */
+bool rv_host_kernel_named(const char *name);
 /* Such a kernel captured into a graph, to compute at each replay (rv_host_kernel_replay);
  * NULL for every other kernel. */
 struct rv_host_launch *rv_host_kernel_capture(const char *name, int count, const uint16_t *size,
