@@ -30,7 +30,7 @@ from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
 from revati.device.spec import UnknownHardwareError, load_spec
 from revati.device.spec import resolve_hardware as spec_name
-from revati.engines import ENGINES, versions, vllm
+from revati.engines import ENGINES, settings, versions, vllm
 from revati.engines.common import complete_together, http_json, max_model_len
 from revati.hostspeed import host_cpu_ms, torch_ms
 from revati.models.catalog import UnknownModelError, load_model, resolve_name
@@ -190,6 +190,7 @@ class EmulatedServer:
             env["REVATI_PREDICT_TOTALS"] = str(self.totals)
             env["REVATI_CPU_DILATION"] = f"{self.dilation['factor']:.3f}"
             env |= routing_env(load_model(self.model).config)
+            self.engine_env = settings(self.engine, env)
             self.pid = pid = self.dep.spawn(
                 self.engine.serve_command(self.python, self.folder.model_dir,
                                           self.folder.tokenizer_dir, self.port, self.opts.tp,
@@ -319,7 +320,7 @@ class EmulatedServer:
                              "model": self.model,
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
-                             "engine_env": self.engine.ENV,
+                             "engine_env": self.engine_env,
                              "cores": self.cores,
                              "network": self.dep.network.where,
                              "cpu_contention": vars(contention),

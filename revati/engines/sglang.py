@@ -24,6 +24,10 @@ JIT_DURING_SERVING = None
 # no batch-size warm-up before the loads (revati/engines/vllm.py says why vLLM has one)
 WARM_BATCHES = ()
 
+# the prefixes of the variables SGLang reads as settings (sglang/srt/environ.py): summary.json
+# records those the server ran with, a user's among them
+ENV_PREFIXES = ("SGLANG_", "SGL_")
+
 # Set for every emulated SGLang process, with the reason:
 ENV = {
     # No usage reports or downloads from an emulation host.

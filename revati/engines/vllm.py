@@ -28,6 +28,10 @@ JIT_DURING_SERVING = re.compile(r"JIT compilation during inference: ([^\s.(]+)")
 # (`_topk_topp_kernel` in the measured window: mean TPOT doubled for 32 requests).
 WARM_BATCHES = (1, 3, 16)
 
+# the prefix of the variables vLLM reads as settings (vllm/envs.py): summary.json records
+# those the server ran with, a user's among them
+ENV_PREFIXES = ("VLLM_",)
+
 # Set for every emulated vLLM process, with the reason:
 ENV = {
     # FlashInfer's sampler is JIT-compiled at start-up against CUDA headers (curand.h)

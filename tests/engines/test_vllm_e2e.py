@@ -142,6 +142,9 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     assert 0 <= m["unseen_kernel_share"] <= 1 and 0 < m["predictor_coverage"] <= 1
     assert m["collective_share"] == 0  # one GPU: no collective
     assert s["revati"]["collective_table"] == "published"
+    # the settings the engine ran with: Revati's, and the runner this module's server chose
+    env = s["revati"]["engine_env"]
+    assert env["VLLM_USE_V2_MODEL_RUNNER"] == "0" and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     whole = server.predictor_totals()["attention_by_batch_ns"] / 1e9
     assert 0 < m["attention_by_batch_s"] < whole
     # vLLM logs any kernel it compiles while serving: a list, empty for a warm server
