@@ -221,14 +221,15 @@ static bool post_update_num_computed(const char *k, int count, const uint16_t *s
 }
 
 /* torch's fill of a contiguous tensor (vectorized, or unrolled with trivial offsets):
- * (int n, FillFunctor<T>{T value}, std::array<char*, 1> data). Without `apply`, only whether
- * it is one to compute. */
+ * (int n, FillFunctor<T>{T value}, std::array<char*, 1> data). */
+static bool fill_named(const char *name) {
+    return strstr(name, "FillFunctor") && (strstr(name, "vectorized_elementwise_kernel") ||
+        (strstr(name, "unrolled_elementwise_kernel") && strstr(name, "TrivialOffsetCalculator")));
+}
+/* Without `apply`, only whether it is one to compute. */
 static bool fill(const char *name, int count, const uint16_t *size, const void *const *v,
                  bool apply) {
-    if (!strstr(name, "FillFunctor") || !(strstr(name, "vectorized_elementwise_kernel") ||
-        (strstr(name, "unrolled_elementwise_kernel") && strstr(name, "TrivialOffsetCalculator"))))
-        return false;
-    if (count < 3) return false;
+    if (!fill_named(name) || count < 3) return false;
     size_t w = size[1];
     if (size[0] != 4 || size[2] != 8 || (w != 1 && w != 2 && w != 4 && w != 8)) return false;
     int32_t n;
@@ -244,14 +245,15 @@ static bool fill(const char *name, int count, const uint16_t *size, const void *
 /* torch.arange on integers: (index_t n, {int64 start, int64 step, ...}, T *out); which T is the
  * dispatch lambda's ordinal (AT_DISPATCH_ALL_TYPES_AND2: uint8, int8, int32, int64, int16,
  * then floating types, left predicted). */
+static bool arange_named(const char *name) {
+    return strstr(name, "elementwise_kernel_with_index") && strstr(name, "arange_cuda_out");
+}
 static bool arange(const char *name, int count, const uint16_t *size, const void *const *v,
                    bool apply) {
     static const struct { const char *lambda; size_t width; } types[] = {
         {"UlvE_clEvEUllE_", 1}, {"UlvE0_clEvEUllE_", 1}, {"UlvE1_clEvEUllE_", 4},
         {"UlvE2_clEvEUllE_", 8}, {"UlvE3_clEvEUllE_", 2}};
-    if (!strstr(name, "elementwise_kernel_with_index") || !strstr(name, "arange_cuda_out") ||
-        count != 3 || size[1] < 16 || size[2] != 8)
-        return false;
+    if (!arange_named(name) || count != 3 || size[1] < 16 || size[2] != 8) return false;
     size_t w = 0;
     for (size_t t = 0; t < sizeof types / sizeof *types && !w; t++)
         if (strstr(name, types[t].lambda)) w = types[t].width;
@@ -290,8 +292,7 @@ static int triton_index(const char *name) {
 }
 
 bool rv_host_kernel_named(const char *name) {
-    return name && (triton_index(name) >= 0 || strstr(name, "FillFunctor") ||
-                    strstr(name, "arange_cuda_out"));
+    return name && (triton_index(name) >= 0 || fill_named(name) || arange_named(name));
 }
 
 bool rv_host_kernel(const char *name, int count, const uint16_t *size, const void *const *values,
