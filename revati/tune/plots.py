@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,16 @@ import pandas as pd  # noqa: E402
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 
+def latency_values(requests: pd.DataFrame, col: str) -> np.ndarray:
+    """The sorted values of one latency column of requests.csv. A request's itl_ms cell holds
+    the JSON list of its inter-token latencies (revati/bench/results.py), so that column
+    gives every token's latency, not one value per request."""
+    series = requests[col].dropna()
+    if not pd.api.types.is_numeric_dtype(series):
+        series = pd.Series([x for cell in series for x in json.loads(cell)], dtype=float)
+    return np.sort(series.to_numpy(dtype=float))
+
+
 def latency_cdf(requests: pd.DataFrame, path: Path) -> Path | None:
     """One empirical CDF per latency column of requests.csv; None if it has none."""
     columns = [c for c in LATENCY_COLUMNS if c in requests.columns]
@@ -22,10 +33,10 @@ def latency_cdf(requests: pd.DataFrame, path: Path) -> Path | None:
         return None
     fig, axes = plt.subplots(1, len(columns), figsize=(4 * len(columns), 3.2), squeeze=False)
     for ax, col in zip(axes[0], columns, strict=True):
-        values = np.sort(requests[col].dropna().to_numpy())
+        values = latency_values(requests, col)
         ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post")
         ax.set_xlabel(col.replace("_ms", " (ms)"))
-        ax.set_ylabel("fraction of requests")
+        ax.set_ylabel("fraction of tokens" if col == "itl_ms" else "fraction of requests")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

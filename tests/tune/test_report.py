@@ -7,7 +7,9 @@ from omegaconf import OmegaConf
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from revati.tune.plots import latency_cdf, pareto_mask
+from revati.bench.results import write_requests_csv
+from revati.tune.metrics import read_requests
+from revati.tune.plots import latency_cdf, latency_values, pareto_mask
 from revati.tune.report import build_report, point_label
 
 PNG = b"\x89PNG"
@@ -80,6 +82,16 @@ def test_latency_cdf(tmp_path):
     assert path.read_bytes().startswith(PNG)
     assert latency_cdf(pd.DataFrame({"input_len": [1]}), tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+def test_the_itl_cdf_counts_every_token_of_a_benchmarks_requests_csv(tmp_path):
+    # requests.csv as `revati bench` writes it: a request's ITLs are one JSON list
+    raw = {"input_lens": [4, 4, 4], "output_lens": [3, 1, 4], "ttfts": [0.02, 0.03, 0.01],
+           "itls": [[0.005, 0.007], [], [0.004, 0.006, 0.0065]], "start_times": [0.0, 0.1, 0.2]}
+    write_requests_csv(raw, tmp_path / "requests.csv")
+    requests = read_requests(tmp_path)
+    assert latency_values(requests, "itl_ms").tolist() == [4.0, 5.0, 6.0, 6.5, 7.0]
+    assert latency_values(requests, "ttft_ms").tolist() == [10.0, 20.0, 30.0]
+    assert latency_cdf(requests, tmp_path / "cdf.png").read_bytes().startswith(PNG)
 
 
 def test_plot_points_are_labelled_with_their_configuration():
