@@ -83,6 +83,7 @@ def test_latency_cdf(tmp_path):
     assert latency_cdf(pd.DataFrame({"input_len": [1]}), tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
 
+
 def test_the_itl_cdf_counts_every_token_of_a_benchmarks_requests_csv(tmp_path):
     # requests.csv as `revati bench` writes it: a request's ITLs are one JSON list
     raw = {"input_lens": [4, 4, 4], "output_lens": [3, 1, 4], "ttfts": [0.02, 0.03, 0.01],
