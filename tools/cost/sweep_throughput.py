@@ -39,8 +39,8 @@ VARIANTS = {
 }
 
 
-def run(out: Path, trials: int, overrides: list[str]) -> float:
-    """Run the sweep into out; its wall time in seconds."""
+def run(out: Path, trials: int, overrides: list[str]) -> None:
+    """Run the sweep into out, and its wall time into out/wall.json."""
     out.mkdir(parents=True)
     cmd = [str(Path(sys.executable).with_name("revati-tune")), "+model=llama8b",
            "sweep=batching", "sweep.sampler=tpe", f"sweep.n_trials={trials}", "seed=0",
@@ -58,14 +58,12 @@ def run(out: Path, trials: int, overrides: list[str]) -> float:
     if r.returncode != 0:
         raise SystemExit(f"sweep failed: see {out}/tune.log")
     (out / "wall.json").write_text(json.dumps({"wall_s": wall}) + "\n")
-    return wall
 
 
 def load_wall_s(out: Path, number: int) -> float | None:
     """The load's wall time of a trial (its summary), None when it has none."""
-    for summary in (out / "trials").glob(f"trial-{number:04d}/summary.json"):
-        return json.loads(summary.read_text()).get("wall_s")
-    return None
+    summary = out / "trials" / f"trial-{number:04d}" / "summary.json"
+    return json.loads(summary.read_text()).get("wall_s") if summary.is_file() else None
 
 
 def describe(out: Path) -> dict:
@@ -84,13 +82,12 @@ def describe(out: Path) -> dict:
             lw = load_wall_s(out, t.number)
             if lw is not None:
                 load_s.append(lw)
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    best = max(done, key=lambda t: t.value) if done else None
+    done = any(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    best = study.best_trial if done else None  # by the sweep's objective and direction
     return {"wall_s": wall, "trials": len(study.trials), "states": states,
             "trials_per_h": len(study.trials) * 3600 / wall,
             "trial_s": statistics.median(trial_s) if trial_s else None,
             "load_s": statistics.median(load_s) if load_s else None,
-            "run_trials_s": sum(trial_s),
             "best": None if best is None else {"number": best.number, "params": best.params,
                                                "value": best.value}}
 
