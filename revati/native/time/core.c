@@ -352,11 +352,18 @@ void rv_sleep_until(int64_t deadline, const char *call) {
     rv_block_end(w);
 }
 
-void rv_note_write(void) {
+void rv_send_begin(void) {
     if (!rv_shm) return;
     atomic_store_explicit(&rv_shm->last_write_real, rv_real_ns(CLOCK_MONOTONIC),
                           memory_order_relaxed);
     atomic_fetch_add_explicit(&rv_shm->activity, 1, memory_order_release);
+    /* no lazy registration here: a thread that only sends never blocks, and registering it
+     * would count it as running for good */
+    if (tl_slot) atomic_fetch_add_explicit(&tl_slot->sends, 1, memory_order_release);
+}
+
+void rv_send_end(void) {
+    if (rv_shm && tl_slot) atomic_fetch_add_explicit(&tl_slot->sends, 1, memory_order_release);
 }
 
 /* ---- idle pollers --------------------------------------------------------------- */

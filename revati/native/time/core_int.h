@@ -55,7 +55,11 @@ struct rv_wait *rv_block_begin_kind(int64_t deadline_ns, const char *call, int k
 /* Sleep on the slot futex until woken or until real_deadline (real CLOCK_MONOTONIC ns).
  * Returns 0, or EINTR when an application signal handler ran. */
 int rv_futex_sleep(struct rv_wait *w, int64_t vdeadline);
-void rv_note_write(void);
+/* Around a wrapped send, write, post or signal (a wake of another thread): notes the write
+ * for the jump rule and marks the calling thread as inside a wake (docs/timewarp.md,
+ * "Hand-offs on a shared core"). */
+void rv_send_begin(void);
+void rv_send_end(void);
 /* Signal mask to use inside a wait so that the wake signal can interrupt it. */
 void rv_wait_sigmask(const sigset_t *base, sigset_t *out);
 int rv_wake_signal(void);

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define RV_SHM_MAGIC 0x5245564154493031ULL /* "REVATI01" */
-#define RV_SHM_VERSION 2
+#define RV_SHM_VERSION 3
 #define RV_MAX_PROCS 512
 #define RV_MAX_THREADS 8192
 #define RV_CALL_LEN 32
@@ -58,7 +58,8 @@ struct rv_thread {
     _Atomic uint32_t wake;    /* futex word, bumped by the Timekeeper */
     _Atomic int32_t kind;     /* enum rv_wake_kind */
     _Atomic uint32_t gen;     /* bumped at every block: tells one wait from the next */
-    int32_t _pad;
+    _Atomic uint32_t sends;   /* bumped before and after each wrapped send, write, post or
+                               * signal: odd while the thread is inside one */
     _Atomic int64_t since_real; /* real CLOCK_MONOTONIC ns when it blocked */
     char call[RV_CALL_LEN];
 };

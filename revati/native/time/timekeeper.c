@@ -66,7 +66,7 @@ struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
 /* A running thread's schedstat at the last sample (run and wait ns, the sample's number,
  * its count of blocks then) */
-static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen; } sched_seen[RV_MAX_THREADS];
+static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen, sends; } sched_seen[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
 static int cores; /* 0: no contention correction */
 /* contention statistics: real time sampled, of it under contention, and the virtual time
@@ -252,16 +252,20 @@ static bool read_schedstat(int i, const struct rv_thread *t, int64_t *run, int64
 }
 
 /* Add what running thread i spent on a CPU and waiting for one since the last sample to
- * *run and *wait, when it was running then too and has not blocked since: the wait of a
- * thread woken by anything but the Timekeeper (a socket, a futex) and not yet on a CPU is a
- * hand-off's, which a sample cannot see (the thread counts as blocked until it runs). */
-static void add_sched_time(int i, const struct rv_thread *t, int64_t *run_ns, int64_t *wait_ns) {
+ * *run and *wait, when it was running then too and has not blocked or sent since: the wait of
+ * a thread woken by anything but the Timekeeper (a socket, a futex) and not yet on a CPU is a
+ * hand-off's, which a sample cannot see (the thread counts as blocked until it runs), and so
+ * is the wait of a sender that the thread it woke preempted (`sends`, below), which the
+ * kernel adds to schedstat only when the sender runs again. */
+static void add_sched_time(int i, const struct rv_thread *t, uint32_t sends, int64_t *run_ns,
+                           int64_t *wait_ns) {
     int64_t run, wait;
     if (!read_schedstat(i, t, &run, &wait)) return;
     int pid = atomic_load(&t->pid);
     uint32_t gen = atomic_load(&t->gen);
     if (sched_seen[i].sample == samples - 1 && sched_seen[i].pid == pid &&
-        sched_seen[i].tid == t->tid && sched_seen[i].gen == gen) {
+        sched_seen[i].tid == t->tid && sched_seen[i].gen == gen &&
+        sched_seen[i].sends == sends && !(sends & 1)) {
         *run_ns += run - sched_seen[i].run;
         *wait_ns += wait - sched_seen[i].wait;
     }
@@ -271,6 +275,7 @@ static void add_sched_time(int i, const struct rv_thread *t, int64_t *run_ns, in
     sched_seen[i].pid = pid;
     sched_seen[i].tid = t->tid;
     sched_seen[i].gen = gen;
+    sched_seen[i].sends = sends;
 }
 
 static bool pid_alive(int pid) {
@@ -446,8 +451,12 @@ static void sample_contention(int64_t now, int64_t interval) {
         int32_t st = atomic_load(&t->state);
         if (st != RV_T_RUNNING && st != RV_T_WAKING) continue;
         running++;
-        if (task_state(j, t) == 'R') runnable++;
-        add_sched_time(j, t, &run_ns, &wait_ns);
+        /* A thread inside a send (odd `sends`) that is runnable but off a CPU was, almost
+         * always, preempted by the thread it woke, on the way out of the call: on the node
+         * the two run on cores of their own, so it is not counted as competing for one. */
+        uint32_t sends = atomic_load(&t->sends);
+        if (!(sends & 1) && task_state(j, t) == 'R') runnable++;
+        add_sched_time(j, t, sends, &run_ns, &wait_ns);
     }
     /* The measured share is for what N/runnable cannot see (other programs, affinity), so
      * the wait N/runnable explains is taken out of it: in an interval that began and ended

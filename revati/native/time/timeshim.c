@@ -16,6 +16,17 @@
 #define EXPORT __attribute__((visibility("default")))
 #define ATTACHED (rv_shm != NULL)
 static const struct timespec zero_ts = {0, 0};
+/* A call that wakes another thread (a send, write, post or signal): it stops a jump until
+ * the receiver has run, and while inside it the caller, if the thread it woke preempts it on
+ * a shared core, is not counted as waiting for a core (docs/timewarp.md, "Hand-offs on a
+ * shared core"). */
+#define SENT(call)                                                                           \
+    do {                                                                                     \
+        rv_send_begin();                                                                     \
+        __typeof__(call) sent_r_ = (call);                                                   \
+        rv_send_end();                                                                       \
+        return sent_r_;                                                                      \
+    } while (0)
 
 /* ---- clocks -------------------------------------------------------------------------- */
 
@@ -321,8 +332,7 @@ EXPORT int sem_timedwait(sem_t *sem, const struct timespec *abs) {
 }
 
 EXPORT int sem_post(sem_t *sem) {
-    rv_note_write();
-    return REAL(sem_post)(sem);
+    SENT(REAL(sem_post)(sem));
 }
 
 /* ---- condition variables and mutexes -------------------------------------------------- */
@@ -415,13 +425,11 @@ EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
 }
 
 EXPORT int pthread_cond_signal(pthread_cond_t *c) {
-    rv_note_write();
-    return REAL(pthread_cond_signal)(c);
+    SENT(REAL(pthread_cond_signal)(c));
 }
 
 EXPORT int pthread_cond_broadcast(pthread_cond_t *c) {
-    rv_note_write();
-    return REAL(pthread_cond_broadcast)(c);
+    SENT(REAL(pthread_cond_broadcast)(c));
 }
 
 EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *abs) {
@@ -525,29 +533,24 @@ EXPORT int pthread_join(pthread_t th, void **ret) {
 /* ---- sends: a message in flight must stop a jump until its receiver has run ------------ */
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n) {
-    rv_note_write();
-    return REAL(write)(fd, buf, n);
+    SENT(REAL(write)(fd, buf, n));
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt) {
-    rv_note_write();
-    return REAL(writev)(fd, iov, cnt);
+    SENT(REAL(writev)(fd, iov, cnt));
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags) {
-    rv_note_write();
-    return REAL(send)(fd, buf, n, flags);
+    SENT(REAL(send)(fd, buf, n, flags));
 }
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *a,
                       socklen_t l) {
-    rv_note_write();
-    return REAL(sendto)(fd, buf, n, flags, a, l);
+    SENT(REAL(sendto)(fd, buf, n, flags, a, l));
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
-    rv_note_write();
-    return REAL(sendmsg)(fd, msg, flags);
+    SENT(REAL(sendmsg)(fd, msg, flags));
 }
 
 /* ---- signal masks: the wake signal stays blocked outside our waits --------------------- */
@@ -705,8 +708,7 @@ static long warped_futex(const long *a) {
     int op = (int)a[1], cmd = op & FUTEX_CMD_MASK;
     if (cmd == FUTEX_WAKE || cmd == FUTEX_WAKE_BITSET || cmd == FUTEX_REQUEUE ||
         cmd == FUTEX_CMP_REQUEUE || cmd == FUTEX_WAKE_OP) {
-        rv_note_write();
-        return -2;
+        SENT(REAL(syscall)(SYS_futex, a[0], a[1], a[2], a[3], a[4], a[5]));
     }
     if (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) return -2;
     const struct timespec *ts = (const struct timespec *)a[3];
