@@ -322,6 +322,7 @@ class EmulatedServer:
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine_env,
                              "cores": self.cores,
+                             "nice": self.dep.tk.nice,
                              "network": self.dep.network.where,
                              "cpu_contention": vars(contention),
                              "virtual_clock": clock_rates(contention, self.dep.virtual_s()),

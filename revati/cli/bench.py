@@ -8,6 +8,7 @@ import sys
 from revati.bench.errors import BenchError
 from revati.bench.options import add_arguments, from_args
 from revati.bench.server import run_bench
+from revati.timewarp.priority import NICE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,4 +53,9 @@ def main(args: argparse.Namespace) -> int:
               f"{c['contended_s']:.1f} of {c['sampled_s']:.1f} real seconds counted as "
               f"{c['virtual_s']:.1f} virtual seconds (mean {c['mean_runnable']:.2f} runnable "
               "threads)")
+    nice = s["revati"]["nice"]
+    print(f"[revati bench] the deployment ran at nice {nice}, " + (
+        "ahead of this host's other programs" if nice < 0 else
+        f"beside this host's other programs (nice {NICE} needs root or CAP_SYS_NICE; "
+        "docs/timewarp.md, \"Priority\")"))
     return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from revati.timewarp.host_probe import HostProbe
 from revati.timewarp.native import timekeeper_lib
+from revati.timewarp.priority import raise_priority
 
 # glibc uses SIGRTMIN..SIGRTMIN+2 itself; applications rarely touch the top of the range.
 DEFAULT_WAKE_SIGNAL = signal.SIGRTMAX - 2
@@ -148,8 +149,12 @@ class Timekeeper:
         self._deadlock_at: float | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self.nice = os.getpriority(os.PRIO_PROCESS, 0)
 
     def start(self) -> None:
+        """Start deciding jumps. The calling thread is the one that spawns the deployment's
+        processes: they, this loop and the probe inherit the priority it gets here."""
+        self.nice = raise_priority()
         if self.probe:
             self.probe.start()
         self._thread = threading.Thread(target=self._loop, name="timekeeper", daemon=True)
