@@ -54,12 +54,12 @@ def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
     assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
 
 
-def test_bench_command_end_to_end_with_two_pipeline_stages(tmp_path: Path) -> None:
-    """Pipeline parallelism (issue #26 item 4) with TP 2 in each stage (four emulated
-    H200s): the activations pass between the stages over the emulated NCCL's send/recv,
-    while each stage's all-reduce couples its two workers, and every request is served at
-    its exact lengths. (PP alone takes the same send/recv path; CI time keeps one case.)"""
-    tp = 2
+@pytest.mark.parametrize("tp", [1, 2])
+def test_bench_command_end_to_end_with_two_pipeline_stages(tmp_path: Path, tp: int) -> None:
+    """Pipeline parallelism (issue #26 item 4), alone (two emulated H200s) and with TP 2 in
+    each stage (four): the activations pass between the stages over the emulated NCCL's
+    send/recv, while each stage's all-reduce couples its workers, and every request is served
+    at its exact lengths."""
     r, s = run_bench_command(
         tmp_path, ["--model", "llama3_8b", "--hardware", "h200", "--tp", str(tp), "--pp", "2",
                    "--input-len", "128", "--output-len", "32", "--num-prompts", "10",
