@@ -65,7 +65,7 @@ static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers cou
 struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
 /* A running thread's schedstat at the last sample (run and wait ns, the sample's number,
- * its count of blocks then) */
+ * its counts of blocks and of sends then) */
 static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen, sends; } sched_seen[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
 static int cores; /* 0: no contention correction */
