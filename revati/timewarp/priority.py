@@ -9,22 +9,31 @@ running one keeps most of its core, so there is little of that wait left to coun
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # The nice value the deployment runs at: a nice-0 program then gets about a tenth of a core
 # that it shares with a thread of the deployment (the kernel's weights: 1024 against 9548).
 NICE = -10
 
 
-def raise_priority() -> int:
-    """Give the calling thread, and the threads and processes it starts from now on, nice
-    NICE when it runs at the default 0 and the system permits (root, CAP_SYS_NICE or an
-    RLIMIT_NICE that allows it); a nice value someone chose is kept. Returns the nice value
-    it runs at."""
+@contextmanager
+def ahead() -> Iterator[int]:
+    """Run the block with the calling thread at nice NICE when it runs at the default 0 and
+    the system permits (root, CAP_SYS_NICE or an RLIMIT_NICE that allows it); a nice value
+    someone chose is kept. The threads and processes the block starts inherit it; the calling
+    thread returns to its own afterwards, so nothing else it starts later (a test's busy
+    processes) runs ahead too. Yields the nice value in effect."""
     now = os.getpriority(os.PRIO_PROCESS, 0)
-    if now != 0:
-        return now
+    raised = False
+    if now == 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, NICE)
+            raised = True
+        except PermissionError:
+            pass
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, NICE)
-    except PermissionError:
-        return now
-    return NICE
+        yield NICE if raised else now
+    finally:
+        if raised:
+            os.setpriority(os.PRIO_PROCESS, 0, now)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from revati.timewarp.host_probe import HostProbe
 from revati.timewarp.native import timekeeper_lib
-from revati.timewarp.priority import raise_priority
+from revati.timewarp.priority import ahead
 
 # glibc uses SIGRTMIN..SIGRTMIN+2 itself; applications rarely touch the top of the range.
 DEFAULT_WAKE_SIGNAL = signal.SIGRTMAX - 2
@@ -152,13 +152,13 @@ class Timekeeper:
         self.nice = os.getpriority(os.PRIO_PROCESS, 0)
 
     def start(self) -> None:
-        """Start deciding jumps. The calling thread is the one that spawns the deployment's
-        processes: they, this loop and the probe inherit the priority it gets here."""
-        self.nice = raise_priority()
-        if self.probe:
-            self.probe.start()
-        self._thread = threading.Thread(target=self._loop, name="timekeeper", daemon=True)
-        self._thread.start()
+        """Start deciding jumps; this loop and the probe run ahead of other programs, as the
+        deployment's processes do (ProcessTree.spawn)."""
+        with ahead() as self.nice:
+            if self.probe:
+                self.probe.start()
+            self._thread = threading.Thread(target=self._loop, name="timekeeper", daemon=True)
+            self._thread.start()
 
     def _loop(self) -> None:
         while True:

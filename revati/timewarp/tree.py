@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from revati.timewarp.priority import ahead
+
 PR_SET_CHILD_SUBREAPER = 36
 TERM_GRACE_S = 3.0
 SHM_DIR = "/dev/shm/"
@@ -93,7 +95,8 @@ class ProcessTree:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             actions = [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)]
         try:
-            pid = os.posix_spawnp(cmd[0], cmd, env, file_actions=actions)
+            with ahead():  # ahead of this host's other programs where permitted (priority.py)
+                pid = os.posix_spawnp(cmd[0], cmd, env, file_actions=actions)
         finally:
             if fd >= 0:
                 os.close(fd)
