@@ -237,15 +237,22 @@ def _optional_positive(raw: Mapping[str, Any], key: str, path: pathlib.Path) -> 
 
 POWER_KEYS = ("gemm_slowdown", "attention_slowdown", "time_constant_ms", "throttle_onset",
               "throttle_full")
+# What memory-bound kernels draw (idle 0, compute-bound work 1): optional, 0 when not measured
+MEMORY_LOAD = "memory_load"
 
 
 def _sustained_power(raw: Any, path: pathlib.Path) -> dict[str, float] | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping) or set(raw) - {*POWER_KEYS, "measured"}:
-        raise SpecError(f"{path}: sustained_power takes {', '.join(POWER_KEYS)}")
+    if not isinstance(raw, Mapping) or set(raw) - {*POWER_KEYS, MEMORY_LOAD, "measured"}:
+        raise SpecError(f"{path}: sustained_power takes {', '.join(POWER_KEYS)} "
+                        f"and optionally {MEMORY_LOAD}")
     out = {k: _positive(_need(raw, k, path), f"sustained_power.{k}", path, float)
            for k in POWER_KEYS}
+    memory = raw.get(MEMORY_LOAD, 0.0)
+    if not isinstance(memory, int | float) or isinstance(memory, bool) or not 0 <= memory < 1:
+        raise SpecError(f"{path}: sustained_power.{MEMORY_LOAD} is a power load in [0, 1)")
+    out[MEMORY_LOAD] = float(memory)
     if out["gemm_slowdown"] < 1 or out["attention_slowdown"] < 1:
         raise SpecError(f"{path}: sustained_power slowdowns are factors >= 1")
     if not out["throttle_onset"] < out["throttle_full"] <= 1:

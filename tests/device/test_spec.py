@@ -107,8 +107,13 @@ def test_sustained_power_is_optional_and_checked(tmp_path):
         load_spec("variant", _write_variant(tmp_path, sustained_power={
             "gemm_slowdown": 1.2, "attention_slowdown": 1.3, "time_constant_ms": 50,
             "throttle_onset": 0.8, "throttle_full": 0.6}))
+    with pytest.raises(SpecError, match="memory_load is a power load"):
+        load_spec("variant", _write_variant(tmp_path, sustained_power={
+            "gemm_slowdown": 1.2, "attention_slowdown": 1.3, "time_constant_ms": 50,
+            "throttle_onset": 0.6, "throttle_full": 0.8, "memory_load": 1.0}))
     flat = flat_lines(load_spec("h200_sxm"))
     assert "power.gemm_slowdown 1.181" in flat and "power.throttle_onset 0.632" in flat
+    assert "power.memory_load 0.0" in flat  # not measured on the H200
 
 
 @pytest.mark.parametrize(("key", "h200"), [("host_cpu_ms", 17.3), ("host_torch_ms", 15.1)])

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from revati.device.spec import load_spec
+from revati.device.spec import flat_lines, load_spec
 from tests.host import HOST_DELAY_MS
 
 pytestmark = pytest.mark.skipif(
@@ -291,3 +291,51 @@ print(json.dumps({"first": cold(heated), "last": hot(heated), "again": cold(agai
     assert out["last"] / out["first"] == pytest.approx(power["gemm_slowdown"], rel=0.01)
     assert out["again"] == pytest.approx(out["first"], rel=0.01), out
     assert out["mem_last"] / out["mem_first"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_memory_bound_work_between_gemms_keeps_the_gpu_at_its_power_limit(emulated, tmp_path):
+    """A GPU that fills the time between compute-bound GEMMs with memory-bound ones (a serving
+    GPU's decode steps between its prefills) holds a power state of d + (1 - d) * memory_load,
+    d the GEMMs' share of the time, and the GEMMs slow by the throttle of that state: memory-
+    bound work draws power where an idle GPU draws none. The H200's spec leaves memory_load
+    unmeasured (0); this H200 takes 0.5, about what the H100 drew (validation/calibration/
+    power-memory-bound), where 0 would leave these GEMMs at their cold speed."""
+    spec = load_spec("h200_sxm")
+    power = {**spec.sustained_power, "memory_load": 0.5}
+    lines = [line for line in flat_lines(spec) if not line.startswith("power.memory_load ")]
+    variant = tmp_path / "h200_memory_load.spec"
+    variant.write_text("\n".join([*lines, "power.memory_load 0.5"]) + "\n")
+    out = emulated.json("""
+import json, statistics, time, torch
+F = torch.nn.functional
+x, w = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16), \\
+    torch.randn(28672, 4096, device="cuda", dtype=torch.bfloat16)
+xs, ws = torch.randn(16, 16384, device="cuda", dtype=torch.bfloat16), \\
+    torch.randn(57344, 16384, device="cuda", dtype=torch.bfloat16)
+def timed(fn):  # cold: after a second idle; [0] also holds the host's time to queue it
+    fn()
+    torch.cuda.synchronize()
+    time.sleep(1.0)
+    evs = []
+    for _ in range(4):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); evs.append((a, b))
+    torch.cuda.synchronize()
+    return min(a.elapsed_time(b) for a, b in evs[1:])
+gemm, fill = timed(lambda: F.linear(x, w)), timed(lambda: F.linear(xs, ws))
+torch.cuda.synchronize()
+time.sleep(1.0)
+evs = []
+for _ in range(600):  # ~0.6 s, ~14 power time constants, no idle gap
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record(); F.linear(x, w); b.record(); F.linear(xs, ws); evs.append((a, b))
+torch.cuda.synchronize()
+print(json.dumps({"gemm": gemm, "fill": fill,
+                  "steady": statistics.median(a.elapsed_time(b) for a, b in evs[-100:])}))
+""", REVATI_HW_SPEC=str(variant))
+    duty = out["steady"] / (out["steady"] + out["fill"])
+    state = duty + (1 - duty) * power["memory_load"]
+    throttle = min(1.0, max(0.0, (state - power["throttle_onset"])
+                            / (power["throttle_full"] - power["throttle_onset"])))
+    assert out["steady"] / out["gemm"] == pytest.approx(
+        1 + (power["gemm_slowdown"] - 1) * throttle, rel=0.01), out

@@ -16,6 +16,20 @@ fit()), of attention (median of the SDPA cases), the duty cycles at which thrott
 starts and is complete (the line through the duty cycles with a partial slowdown, from the
 highest duty cycle without one), and the power state's time constant (the heat-up against
 the throttle the model gives at h(t) = 1 - exp(-t / tau), least squares).
+
+    python tools/calibrate/power_h200.py measure-fill OUT.json   on the GPU machine
+
+measure-fill: what memory-bound work draws. A serving GPU is rarely idle between its
+compute-bound steps: it runs decode steps, whose GEMMs, attention and element-wise kernels are
+memory-bound. (1) The board's power draw and SM clock (torch.cuda.power_draw, clock_rate) after
+2 s of each workload back to back: idle, the heater GEMM, and each fill below. (2) The duty
+sweep again with the heater's gaps filled by memory-bound work instead of an idle GPU: per
+heater GEMM, k repetitions of a fill, queued without a pause, for 1.5 s; the heater's steady
+duration against its cold one at each k. Fills: `decode_gemms`, the four weight GEMMs of a
+Llama-3.1-8B layer at 64 tokens; `add_64MB`, an element-wise add streaming 3 x 64 MiB. Written
+to OUT.json under "fill", beside what `measure` wrote there if OUT.json exists. fit then
+gives `memory_load`: the power load of memory-bound work, where idle is 0 and the heater 1,
+from the duty at which the filled sweep starts to slow against the idle one.
 """
 
 from __future__ import annotations
@@ -140,6 +154,102 @@ def measure(out: str) -> None:
         json.dump(res, f)
 
 
+def measure_fill(out: str) -> None:
+    import torch
+
+    F = torch.nn.functional
+    torch.manual_seed(0)
+
+    def rnd(*s):
+        return torch.randn(*s, device="cuda", dtype=torch.bfloat16)
+
+    hx, hw = rnd(2048, 4096), rnd(28672, 4096)
+    x64 = {k: rnd(64, k) for k in (4096, 14336)}
+    weights = [rnd(n, k) for n, k in (*GEMM_WEIGHTS, (4096, 4096))]
+    big = rnd(8192, 4096)
+    fills = {
+        "decode_gemms": lambda: [F.linear(x64[w.shape[1]], w) for w in weights],
+        "add_64MB": lambda: big + big,
+    }
+
+    def heater():
+        F.linear(hx, hw)
+
+    def board() -> dict[str, int]:
+        try:
+            return {"power_mw": torch.cuda.power_draw(), "sm_mhz": torch.cuda.clock_rate()}
+        except Exception:  # noqa: BLE001 - NVML missing: the timings stand alone
+            return {}
+
+    def busy(fn, sec: float) -> None:
+        t0 = time.time()
+        n = 0
+        while time.time() - t0 < sec:
+            fn()
+            n += 1
+            if n % 16 == 0:
+                torch.cuda.synchronize()
+
+    def per_call_us(fn) -> float:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(20):
+            fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) * 1e3 / 20
+
+    res: dict[str, object] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    power: dict[str, object] = {}
+    time.sleep(3)
+    power["idle"] = board()
+    for name, fn in (("heater", heater), *fills.items()):
+        time.sleep(2)
+        us = per_call_us(fn)
+        busy(fn, 2.0)
+        power[name] = {**board(), "call_us": round(us, 1)}
+    res["power"] = power
+    sweeps: dict[str, object] = {}
+    for name, fn in fills.items():
+        fill_us = power[name]["call_us"]  # type: ignore[index]
+        points = {}
+        for k in (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 40):
+            reps = max(0, round(k * 130.0 / fill_us))  # k decode-layer GEMM sets' worth
+            time.sleep(2)
+            t0, marks = time.time(), []
+            while time.time() - t0 < 1.5:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                heater()
+                b.record()
+                for _ in range(reps):
+                    fn()
+                marks.append((a, b))
+                if len(marks) % 4 == 0:
+                    marks[-3][1].synchronize()  # the queue stays three heaters deep: never idle
+            torch.cuda.synchronize()
+            state = board()
+            durs = [a.elapsed_time(b) * 1e3 for a, b in marks]
+            half = len(marks) // 2
+            span = marks[half][0].elapsed_time(marks[-1][0]) * 1e3
+            points[str(reps)] = {"cold_us": round(statistics.median(durs[1:4]), 1),
+                                 "steady_us": round(statistics.median(durs[half:]), 1),
+                                 "duty": round(sum(durs[half:-1]) / span, 3), **state}
+        sweeps[name] = {"call_us": fill_us, "points": points}
+    res["sweeps"] = sweeps
+    try:
+        with open(out) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        data = {}
+    data["fill"] = res
+    with open(out, "w") as f:
+        json.dump(data, f)
+
+
 def compute_over_memory(m: int, n: int, k: int) -> float:
     return (2.0 * m * n * k / PEAK_BF16) / (2.0 * (m * k + n * k + m * n) / HBM)
 
@@ -188,17 +298,52 @@ def fit(path: str) -> dict[str, float]:
                     if sum(c for _, c in gemm[:i + 1]) >= half)
     heater = res["shapes"][HEATER]
     slowdown = 1 + full * (weighted - 1) / (heater[1] / heater[0] - 1)
-    return {"gemm_slowdown": round(slowdown, 3),
+    out = {"gemm_slowdown": round(slowdown, 3),
             "attention_slowdown": round(statistics.median(attention), 3),
             "time_constant_ms": round(tau_us / 1e3, 1),
             "throttle_onset": round(onset, 3), "throttle_full": round(top, 3),
             "gemm_shapes": len(gemm), "first_us": first, "steady_us": steady}
+    if "fill" in res:
+        out.update(memory_load(res["fill"], onset, top))
+    return out
+
+
+def memory_load(fill: dict, onset: float, top: float) -> dict[str, float]:
+    """The power load of memory-bound work (idle 0, the heater 1): the value that makes the
+    model's throttle at the filled sweep's load d + (1 - d) * L match each point's measured
+    share of the full slowdown (least squares over every fill's points), and, as a check, what
+    the board's power readings give: (P_fill - P_idle) / (P_heater_demand - P_idle), where the
+    heater's demand at boost clock is what reaches the limit at the idle sweep's onset."""
+    points = []
+    for sweep in fill["sweeps"].values():
+        pts = sweep["points"].values()
+        cold = statistics.median(p["cold_us"] for p in pts)
+        busiest = max(pts, key=lambda p: p["duty"])
+        full = busiest["steady_us"] / cold - 1
+        points += [(p["duty"], (p["steady_us"] / cold - 1) / full) for p in pts]
+
+    def misfit(load: float) -> float:
+        return sum((min(1.0, max(0.0, (d + (1 - d) * load - onset) / (top - onset))) - x) ** 2
+                   for d, x in points)
+
+    out = {"memory_load": min((k / 100 for k in range(101)), key=misfit)}
+    power = fill.get("power", {})
+    idle, heater = power.get("idle", {}).get("power_mw"), power.get("heater", {}).get("power_mw")
+    if idle and heater:
+        demand = (heater - (1 - onset) * idle) / onset
+        for name in fill["sweeps"]:
+            if power.get(name, {}).get("power_mw"):
+                out[f"memory_load_power_{name}"] = round(
+                    (power[name]["power_mw"] - idle) / (demand - idle), 3)
+    return out
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("measure", "fit"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("measure", "measure-fill", "fit"):
         sys.exit(__doc__)
     if sys.argv[1] == "measure":
         measure(sys.argv[2])
+    elif sys.argv[1] == "measure-fill":
+        measure_fill(sys.argv[2])
     else:
         print(json.dumps(fit(sys.argv[2]), indent=1))

@@ -185,9 +185,9 @@ static void node_args(struct node *n, const uintptr_t *args, int nargs) {
 }
 
 /* Each GPU's power state (rv_power_load): h in [0, 1], the power draw of the work it ran
- * (1 for compute-bound work, 0 when idle or memory-bound) filtered with the spec's time
- * constant, in virtual time. A launch that starts at state h takes its predicted (cold,
- * boost-clock) duration times 1 + hot_extra * rv_power_throttle(h).
+ * (1 for compute-bound work, the spec's memory_load for memory-bound kernels, 0 when idle)
+ * filtered with the spec's time constant, in virtual time. A launch that starts at state h
+ * takes its predicted (cold, boost-clock) duration times 1 + hot_extra * rv_power_throttle(h).
  * Concurrent streams of a device share its state, updated in the order work is queued. */
 static struct { double h; int64_t t; } g_power[RV_MAX_GPUS];
 

@@ -15,7 +15,7 @@ double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fall
 /* The optional sustained-power spec keys, in PW_* order (predict_int.h says what they are). */
 static const char *const power_keys[PW_N] = {
     "power.gemm_slowdown", "power.attention_slowdown", "power.time_constant_ms",
-    "power.throttle_onset", "power.throttle_full"};
+    "power.throttle_onset", "power.throttle_full", "power.memory_load"};
 double g_power[PW_N];
 double g_coll[CT_N][CT_MAX_RANKS + 1][2];
 double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
@@ -87,7 +87,7 @@ static void load_spec(const char *path)
     }
     if (!(g_power[PW_GEMM] >= 1 && g_power[PW_ATTENTION] >= 1 && g_power[PW_TAU_MS] > 0 &&
           g_power[PW_ONSET] >= 0 && g_power[PW_FULL] > g_power[PW_ONSET] &&
-          g_power[PW_FULL] <= 1))
+          g_power[PW_FULL] <= 1 && g_power[PW_MEMORY] >= 0 && g_power[PW_MEMORY] < 1))
         memset(g_power, 0, sizeof g_power);
     fclose(f);
     for (int i = 0; i < SP_N; i++)

@@ -134,10 +134,11 @@ EXPORT int rv_moe_features(const struct rv_launch *l, int experts, int top_k,
 
 extern double g_spec[SP_N];       /* this run's GPU (REVATI_HW_SPEC): the roofline fallback */
 /* Optional spec keys (revati/device/spec.py sustained_power): slowdown factors of
- * compute-bound GEMMs and attention at the power limit, the power state's time constant and
- * the states at which throttling starts and is complete; zero when the spec has none or they
- * are inconsistent (sustained power not modelled). */
-enum { PW_GEMM, PW_ATTENTION, PW_TAU_MS, PW_ONSET, PW_FULL, PW_N };
+ * compute-bound GEMMs and attention at the power limit, the power state's time constant, the
+ * states at which throttling starts and is complete, and the power load of memory-bound
+ * kernels (0: they draw no more than an idle GPU); zero when the spec has none or they are
+ * inconsistent (sustained power not modelled). */
+enum { PW_GEMM, PW_ATTENTION, PW_TAU_MS, PW_ONSET, PW_FULL, PW_MEMORY, PW_N };
 extern double g_power[PW_N];
 /* This run's collective table: {alpha_us, busbw_gbps} by [CT_*][ranks]; busbw 0: no entry. */
 extern double g_coll[CT_N][CT_MAX_RANKS + 1][2];
