@@ -216,6 +216,15 @@ def _storage(url: str, attempts: int = 5) -> optuna.storages.BaseStorage:
     return open_storage()
 
 
+def _failed_points(study: optuna.Study) -> dict[str, dict[str, Any]]:
+    """The configurations whose trials all failed (an engine that crashed or was killed, a
+    host out of memory), by label, to run once more (`study.retry_failed`)."""
+    trials = study.get_trials(deepcopy=False)
+    ran = {point_label(t.params) for t in trials if t.state != TrialState.FAIL}
+    return {point_label(t.params): t.params for t in trials
+            if t.state == TrialState.FAIL and point_label(t.params) not in ran}
+
+
 def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
     """Validate, then run (or resume) the sweep's study; return it with its report."""
     space = load_space(cfg.sweep)
@@ -250,26 +259,38 @@ def run_sweep(cfg: DictConfig) -> tuple[optuna.Study, Report]:
                                 pruner=pruner, directions=directions, load_if_exists=True)
     optuna.storages.fail_stale_trials(study)
     tracker.log_sweep(flat_params(cfg))
+    retry = _failed_points(study) if cfg.study.retry_failed else {}
     finished = study.get_trials(deepcopy=False, states=FINISHED)
     if isinstance(sampler, optuna.samplers.GridSampler) and cfg.sweep.n_trials is None:
         # Every grid point once: the GridSampler stops the study when each point has a
         # finished trial. A trial budget would not do: workers sharing the study can draw
         # the same point at once, and their duplicates would use up the budget before
         # every point had run.
-        remaining = budget - len({t.system_attrs.get("grid_id") for t in finished})
+        # (a retried configuration's trial has no grid point: study.retry_failed)
+        fresh = budget - len({t.system_attrs["grid_id"] for t in finished
+                              if "grid_id" in t.system_attrs})
         n_trials, stop = None, []
     else:
-        remaining = budget - len(finished)
+        fresh = budget - len(finished)
         # MaxTrialsCallback stops this worker once the study (all workers) reaches the budget.
-        n_trials, stop = remaining, [optuna.study.MaxTrialsCallback(budget, states=FINISHED)]
+        n_trials, stop = fresh, [optuna.study.MaxTrialsCallback(budget, states=FINISHED)]
+    remaining = max(fresh, 0) + len(retry)
     if remaining > 0:
+        done = {point_label(t.params) for t in finished} - set(retry)
         progress = Progress(study, remaining, cfg.study.show_progress,
-                            plan(cfg, space, remaining,
-                                 {point_label(t.params) for t in finished}))
+                            plan(cfg, space, remaining, done))
         with SharedEngine(cfg.trial.share_engine) as engines:
             pruning = not isinstance(pruner, optuna.pruners.NopPruner)
-            study.optimize(Objective(cfg, space, tracker, engines, pruning), n_trials=n_trials,
-                           catch=(TrialError,), callbacks=[*stop, progress])
+            objective = Objective(cfg, space, tracker, engines, pruning)
+            if fresh > 0:
+                study.optimize(objective, n_trials=n_trials, catch=(TrialError,),
+                               callbacks=[*stop, progress])
+            # Retries run one at a time, after the fresh points: an enqueued trial takes no
+            # grid point, and the GridSampler stops the study after any trial once every
+            # point has one.
+            for params in retry.values():
+                study.enqueue_trial(params)
+                study.optimize(objective, n_trials=1, catch=(TrialError,), callbacks=[progress])
         progress.bar.close()
     report = build_report(study, cfg.sweep.objectives, out_dir)
     (out_dir / "best.json").write_text(json.dumps(

@@ -158,6 +158,16 @@ def test_failing_trials_are_recorded_and_rerun_resumes(run_tune, tmp_path):
     runs = client.search_runs([exp.experiment_id], max_results=100)
     assert len(runs) == 13
 
+    # study.retry_failed: the same study runs each failed configuration once more, and only those
+    retried = run_tune(tmp_path, *args, "study.retry_failed=true", timeout=1200)
+    assert retried.returncode == 0, retried.stderr
+    trials = _study(tmp_path).trials
+    assert len(trials) == 14
+    assert {(t.params["parallelism.tensor_parallel_size"],
+             t.params["parallelism.pipeline_parallel_size"])
+            for t in trials[12:]} == {(2, 1), (1, 2)}
+    assert all(t.state == TrialState.FAIL for t in trials[12:])
+
 
 def test_raising_the_budget_resumes_a_tpe_study(run_tune, tmp_path):
     args = ["+model=llama8b", "sweep=batching", "workload.num_prompts=10", FAILING_ENGINE]
