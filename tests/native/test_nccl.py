@@ -159,3 +159,23 @@ for name, op in ops.items():
         assert max(ends) - min(ends) < 0.05 + emulated.stolen_s, (name, ends)
     assert all(set(r) == {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
                           "all_to_all", "send_recv"} for r in out)
+
+
+def test_what_a_rank_receives_reads_zero_not_what_its_memory_held(emulated):
+    """A received buffer holds what other ranks' kernels computed, which reads zero here, never
+    what an earlier tensor left in that memory (vLLM's pipeline stages read back sampled
+    tokens a broadcast delivered: 2^32 + 1 before); a broadcast's root and a sender keep
+    their own data."""
+    out = ranks(emulated, """
+y = torch.tensor([7 + rank] * 64, dtype=torch.int64, device="cuda")   # copied from the host
+dist.broadcast(y, src=1)
+z = torch.tensor([5 + rank] * 64, dtype=torch.int32, device="cuda")
+if rank == 0:
+    dist.send(z, 1)
+else:
+    dist.recv(z, 0)
+torch.cuda.synchronize()
+out = {"broadcast": y.tolist()[:2], "p2p": z.tolist()[:2]}
+""", world=2)
+    assert out[0]["broadcast"] == [0, 0] and out[1]["broadcast"] == [8, 8]
+    assert out[0]["p2p"] == [5, 5] and out[1]["p2p"] == [0, 0]

@@ -30,4 +30,9 @@ CUresult rv_cuda_enqueue_joined(CUstream stream, const char *name, rv_join_fn jo
 __attribute__((visibility("default"))) void rv_cuda_gemm_begin(const struct rv_launch *gemm);
 __attribute__((visibility("default"))) void rv_cuda_gemm_end(void);
 
+/* What a collective receives (the NCCL shim): [p, p + n) of device memory now holds what
+ * other ranks' kernels computed, which no kernel computes here, so it reads zero, to copies
+ * and to the kernels computed on the host alike, never what an earlier tensor left there. */
+__attribute__((visibility("default"))) void rv_cuda_received(CUdeviceptr p, size_t n);
+
 #endif

@@ -801,6 +801,14 @@ static void fill(uintptr_t d, unsigned v, size_t elem, size_t n) {
         else ((uint32_t *)d)[i] = v;
     }
 }
+
+/* cuda_device_api.h. The bytes are zeroed now, when the operation is queued: what the
+ * program reads out of the buffer comes after it in stream order. */
+void rv_cuda_received(CUdeviceptr p, size_t n) {
+    if (!p || !n || rv_ptr_device(p) < 0) return;
+    host_written(p, p + n, false);
+    fill(p, 0, 1, n);
+}
 static CUresult memset_op(CUdeviceptr d, unsigned v, size_t elem, size_t n, CUstream s, bool sync, const char *call) {
     if (!d || rv_ptr_device(d) < 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = rv_enqueue_transfer(s, RV_OP_MEMSET, (int64_t)(elem * n), 0, false, call);

@@ -437,30 +437,46 @@ EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
 EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t c) { return c ? ncclSuccess : ncclInvalidArgument; }
 
 /* ---- collectives and point-to-point ---------------------------------------------------- */
+/* What an operation receives reads zero from then on (rv_cuda_received): the other ranks'
+ * kernels computed it. Left as it was, a receive buffer read what an earlier tensor had left
+ * in that memory: vLLM's V2 runner broadcasts the sampled tokens and their counts from the
+ * last pipeline stage, and the other stages' host-computed bookkeeping (_post_update_kernel)
+ * read counts and token ids of some earlier tensor. The ranks' bytes are not carried: a
+ * receiver reads zero even where the sender's buffer held what its host put there (those
+ * counts: the other stages take no sampled token into their request state). */
+static ncclResult_t received(ncclResult_t r, void *buff, size_t count, ncclDataType_t t) {
+    if (r == ncclSuccess) rv_cuda_received((CUdeviceptr)buff, count * dtype_size(t));
+    return r;
+}
 EXPORT ncclResult_t ncclAllReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                   ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_ALLREDUCE, "ncclAllReduce", count, t, -1, st);
+    return received(enqueue(c, RV_COLL_ALLREDUCE, "ncclAllReduce", count, t, -1, st), r, count, t);
 }
 EXPORT ncclResult_t ncclAllGather(const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_ALLGATHER, "ncclAllGather", count * (c ? (size_t)c->nranks : 0), t, -1, st);
+    size_t all = count * (c ? (size_t)c->nranks : 0);
+    return received(enqueue(c, RV_COLL_ALLGATHER, "ncclAllGather", all, t, -1, st), r, all, t);
 }
 EXPORT ncclResult_t ncclReduceScatter(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                       ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_REDUCESCATTER, "ncclReduceScatter", count * (c ? (size_t)c->nranks : 0), t, -1, st);
+    return received(enqueue(c, RV_COLL_REDUCESCATTER, "ncclReduceScatter",
+                            count * (c ? (size_t)c->nranks : 0), t, -1, st), r, count, t);
 }
 EXPORT ncclResult_t ncclBroadcast(const void *s, void *r, size_t count, ncclDataType_t t, int root,
                                   ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_BROADCAST, "ncclBroadcast", count, t, -1, st);
+    ncclResult_t res = enqueue(c, RV_COLL_BROADCAST, "ncclBroadcast", count, t, -1, st);
+    return c && c->rank == root ? res : received(res, r, count, t);   /* the root keeps its own */
 }
 EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t t, int root, ncclComm_t c, CUstream st) {
     return ncclBroadcast(buff, buff, count, t, root, c, st);
 }
 EXPORT ncclResult_t ncclReduce(const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
                                ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_REDUCE, "ncclReduce", count, t, -1, st);
+    ncclResult_t res = enqueue(c, RV_COLL_REDUCE, "ncclReduce", count, t, -1, st);
+    return c && c->rank == root ? received(res, r, count, t) : res;
 }
 EXPORT ncclResult_t ncclAlltoAll(const void *s, void *r, size_t count, ncclDataType_t t, ncclComm_t c, CUstream st) {
-    return enqueue(c, RV_COLL_ALLTOALL, "ncclAlltoAll", count * (c ? (size_t)c->nranks : 0), t, -1, st);
+    size_t all = count * (c ? (size_t)c->nranks : 0);
+    return received(enqueue(c, RV_COLL_ALLTOALL, "ncclAlltoAll", all, t, -1, st), r, all, t);
 }
 EXPORT ncclResult_t ncclGather(const void *s, void *r, size_t count, ncclDataType_t t, int root, ncclComm_t c,
                                CUstream st) {
@@ -476,7 +492,7 @@ EXPORT ncclResult_t ncclSend(const void *buff, size_t count, ncclDataType_t t, i
 }
 EXPORT ncclResult_t ncclRecv(void *buff, size_t count, ncclDataType_t t, int peer, ncclComm_t c, CUstream st) {
     if (peer < 0) return ncclInvalidArgument;
-    return enqueue(c, RV_COLL_RECV, "recv", count, t, peer, st);
+    return received(enqueue(c, RV_COLL_RECV, "recv", count, t, peer, st), buff, count, t);
 }
 
 EXPORT ncclResult_t ncclGroupStart(void) {
