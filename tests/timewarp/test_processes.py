@@ -98,9 +98,12 @@ def test_exit_code_is_the_commands() -> None:
 
 def test_ctrl_c_ends_the_run_cleanly() -> None:
     marker = "ctrlc-marker-8812"
-    code = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
-            f"'import time; time.sleep(10**6)', '{marker}']); print('up', flush=True); "
-            f"time.sleep(10**6)")
+    # Waits with no deadline: once every emulated thread sleeps, the clock jumps to the
+    # earliest deadline, so a sleep of 10**6 s could end (exit 0) before the SIGINT arrives,
+    # as it did once with both cores busy (.ci/stress).
+    code = (f"import signal, subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+            f"'import signal; signal.pause()', '{marker}']); print('up', flush=True); "
+            f"signal.pause()")
     p = subprocess.Popen([sys.executable, "-m", "revati.cli.main", "run", "--", sys.executable,
                           "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "up"
