@@ -45,22 +45,31 @@ GEMM_M = (16, 64, 256, 512, 1024, 2048, 4096, 8192)
 HEATER = "2048x28672x4096"  # the heat-up's and the duty sweep's GEMM, m x n x k
 
 
-def measure(out: str) -> None:
-    import torch
-
-    F = torch.nn.functional
+def _gpu(torch):
+    """Both measurements' start: the seeded maker of standard-normal bf16 tensors on the GPU,
+    and the heater GEMM (HEATER), which queues one at each call."""
     torch.manual_seed(0)
 
     def rnd(*s):
         return torch.randn(*s, device="cuda", dtype=torch.bfloat16)
 
+    hx, hw = rnd(2048, 4096), rnd(28672, 4096)
+    return rnd, lambda: torch.nn.functional.linear(hx, hw)
+
+
+def throttle(h: float, onset: float, top: float) -> float:
+    """The model's throttle at power state h (rv_power_throttle, revati/native/predict/power.c)."""
+    return min(1.0, max(0.0, (h - onset) / (top - onset)))
+
+
+def measure(out: str) -> None:
+    import torch
+
+    F = torch.nn.functional
+    rnd, heater = _gpu(torch)
+
     def ev():
         return torch.cuda.Event(enable_timing=True)
-
-    hx, hw = rnd(2048, 4096), rnd(28672, 4096)
-
-    def heater():
-        F.linear(hx, hw)
 
     def heat(sec):
         t = time.time()
@@ -158,12 +167,7 @@ def measure_fill(out: str) -> None:
     import torch
 
     F = torch.nn.functional
-    torch.manual_seed(0)
-
-    def rnd(*s):
-        return torch.randn(*s, device="cuda", dtype=torch.bfloat16)
-
-    hx, hw = rnd(2048, 4096), rnd(28672, 4096)
+    rnd, heater = _gpu(torch)
     x64 = {k: rnd(64, k) for k in (4096, 14336)}
     weights = [rnd(n, k) for n, k in (*GEMM_WEIGHTS, (4096, 4096))]
     big = rnd(8192, 4096)
@@ -171,9 +175,6 @@ def measure_fill(out: str) -> None:
         "decode_gemms": lambda: [F.linear(x64[w.shape[1]], w) for w in weights],
         "add_64MB": lambda: big + big,
     }
-
-    def heater():
-        F.linear(hx, hw)
 
     def board() -> dict[str, int]:
         try:
@@ -281,8 +282,7 @@ def fit(path: str) -> dict[str, float]:
         err = 0.0
         for t, d in series:
             h = 1 - 2.718281828 ** (-(t - t0) / tau_us)
-            model = min(1.0, max(0.0, (h - onset) / (top - onset)))
-            err += (model - (d - first) / (steady - first)) ** 2
+            err += (throttle(h, onset, top) - (d - first) / (steady - first)) ** 2
         return err
 
     tau_us = min((1000.0 * k for k in range(5, 150)), key=misfit)
@@ -323,7 +323,7 @@ def memory_load(fill: dict, onset: float, top: float) -> dict[str, float]:
         points += [(p["duty"], (p["steady_us"] / cold - 1) / full) for p in pts]
 
     def misfit(load: float) -> float:
-        return sum((min(1.0, max(0.0, (d + (1 - d) * load - onset) / (top - onset))) - x) ** 2
+        return sum((throttle(d + (1 - d) * load, onset, top) - x) ** 2
                    for d, x in points)
 
     out = {"memory_load": min((k / 100 for k in range(101)), key=misfit)}
