@@ -15,7 +15,7 @@ from pathlib import Path
 from revati.bench.checks import check_numbers, check_options, check_requests
 from revati.bench.deployment import Deployment
 from revati.bench.errors import BenchError
-from revati.bench.load import MEASURED_RUN, load_args
+from revati.bench.load import load_args
 from revati.bench.options import BenchOptions
 from revati.bench.results import (
     RAW_RESULT,
@@ -26,6 +26,7 @@ from revati.bench.results import (
     summarise,
     write_requests_csv,
 )
+from revati.bench.window import MeasuredStart
 from revati.cache import MODELS_DIR
 from revati.device.env import emulated_device_env
 from revati.device.spec import UnknownHardwareError, load_spec
@@ -245,8 +246,10 @@ class EmulatedServer:
         """Run a client of this server (a load generator) on the deployment's virtual clock
         until it exits 0; BenchError when it fails, deadlocks or outlives timeout_s."""
         assert self.dep is not None
+        # unbuffered: its progress lines (MEASURED_RUN among them) reach the log when it
+        # prints them, not when a buffer fills, or when it exits
         client = self.dep.spawn(cmd, emulated_env(self.dep.tk.segment, log_level, {})
-                                | (env or {}), log)
+                                | (env or {}) | {"PYTHONUNBUFFERED": "1"}, log)
         try:
             self.dep.wait(client, None, "load generator", timeout_s, log, on_poll)
         except BaseException:
@@ -288,17 +291,10 @@ class EmulatedServer:
             self.reset_cache()
         self.cache_used = True
         wall0 = time.monotonic()
-        # the predictor's counts when the client starts its measured requests (it prints
-        # MEASURED_RUN after its warm-ups), to tell the load's kernels from the start-up's
-        at_measured: dict[str, int] = {}
-        log_at_measured = 0  # the engine log's length then
+        start = MeasuredStart(self.predictor_totals, self.log, client_log)
 
         def note_measured_start() -> None:
-            nonlocal log_at_measured
-            if not at_measured and MEASURED_RUN in client_log.read_text(errors="replace"):
-                at_measured.update(self.predictor_totals())
-                log_at_measured = self.log.stat().st_size
-            if at_measured and during_measured is not None:
+            if start.look() and during_measured is not None:
                 during_measured()
 
         self.run_client(vllm.bench_command(self.client_python, self.engine.BENCH_BACKEND,
@@ -312,9 +308,10 @@ class EmulatedServer:
         after = self.host_cpu("after the load")
         summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
         summary["predictor_measured"] = predictor_summary(
-            {k: end[k] - at_measured.get(k, 0) for k in end}) if at_measured else None
+            {k: end[k] - start.totals.get(k, 0) for k in end}) if start.totals is not None else None
         summary["jit_during_measured"] = jit_compilations(
-            self.engine.JIT_DURING_SERVING, self.log, log_at_measured) if at_measured else None
+            self.engine.JIT_DURING_SERVING, self.log,
+            start.engine_log_size) if start.totals is not None else None
         contention = self.dep.tk.contention()
         summary["revati"] = {"engine": self.engine.NAME, "release": self.release,
                              "model": self.model,
