@@ -53,9 +53,23 @@ def _ranked(study: optuna.Study, objectives: Any) -> pd.DataFrame:
                           ascending=[False, first.direction == "minimize"]).head(TOP)
 
 
+# A failed trial without a reason: Optuna failed it when the sweep resumed, finding no
+# heartbeat from the process that had run it (optuna.storages.fail_stale_trials).
+NO_RESULT = "no result: the sweep ended while it ran (killed or interrupted)"
+
+
+def _reason(trial: optuna.trial.FrozenTrial, attr: str,
+            completed: dict[str, int]) -> str:
+    reason = trial.user_attrs.get(attr, NO_RESULT if trial.state == TrialState.FAIL else "?")
+    # a failure that a later trial of the same configuration made good (study.retry_failed)
+    again = completed.get(_params(trial))
+    return reason if again is None else f"(completed in trial {again}) {reason}"
+
+
 def _reasons(study: optuna.Study, state: TrialState, attr: str) -> pd.DataFrame:
+    completed = {_params(t): t.number for t in study.trials if t.state == TrialState.COMPLETE}
     # PRUNED holds both the infeasible and the stopped-early trials: each has its own attr
-    rows = [{"trial": t.number, "config": _params(t), "reason": t.user_attrs.get(attr, "?")}
+    rows = [{"trial": t.number, "config": _params(t), "reason": _reason(t, attr, completed)}
             for t in study.trials
             if t.state == state and (attr in t.user_attrs or state != TrialState.PRUNED)]
     return pd.DataFrame(rows)

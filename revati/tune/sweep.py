@@ -150,10 +150,11 @@ def plan(cfg: DictConfig, space: SearchSpace, budget: int,
         params = dict(zip(grid, values, strict=True))
         trial_cfg = with_params(cfg, params)
         label = point_label(params)
-        if label in done:
-            lines.append(f"  {label}: done")
-        elif reason := first_violation(trial_cfg, space.constraints):
+        # a skipped point's trial is finished too (pruned before launch): it says why
+        if reason := first_violation(trial_cfg, space.constraints):
             lines.append(f"  {label}: skipped: {reason}")
+        elif label in done:
+            lines.append(f"  {label}: done")
         else:
             estimates[label] = estimate_wall_s(trial_cfg, started=shared and bool(estimates))
             lines.append(f"  {label}: ~{minutes(estimates[label])}")

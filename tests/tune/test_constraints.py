@@ -143,3 +143,19 @@ def test_a_sweep_over_the_load_alone_pays_one_engine_start(make_cfg, capsys, sha
     assert ("one engine, started once" in capsys.readouterr().out) == share
     seqs = space_of("seqs", {"params": {"scheduler.max_num_seqs": {"choices": [16, 32]}}})
     assert sum(plan(cfg, seqs, 2, set()).values()) == pytest.approx(2 * estimate_wall_s(cfg))
+
+
+def test_a_resumed_plan_says_why_a_finished_point_was_skipped(make_cfg, capsys):
+    """A point pruned before launch is a finished trial too: on resume the plan gives its
+    reason again rather than calling it done."""
+    from revati.tune.space import space_of
+    from revati.tune.sweep import plan
+
+    cfg = make_cfg("+model=llama70b")
+    tp = space_of("tp", {"params": {"parallelism.tensor_parallel_size": {"choices": [1, 2]}},
+                         "constraints": ["fits_in_memory"]})
+    estimates = plan(cfg, tp, 1, {"TP1", "TP2"})
+    lines = capsys.readouterr().out.splitlines()
+    assert estimates == {}
+    assert any(line.startswith("  TP1: skipped: ") and "exceed" in line for line in lines)
+    assert "  TP2: done" in lines

@@ -35,12 +35,17 @@ def _study() -> optuna.Study:
                                  user_attrs={"stopped_early": "stopped at 3/10"}))
     study.add_trial(create_trial(params={"workload.request_rate": 32.0}, distributions=RATE,
                                  state=TrialState.FAIL, user_attrs={"fail_reason": "bench died"}))
+    # failed, then completed when retried (study.retry_failed); one a killed sweep left behind
+    study.add_trial(create_trial(params={"workload.request_rate": 2.0}, distributions=RATE,
+                                 state=TrialState.FAIL, user_attrs={"fail_reason": "hung"}))
+    study.add_trial(create_trial(params={"workload.request_rate": 48.0}, distributions=RATE,
+                                 state=TrialState.FAIL))
     return study
 
 
 def test_report_ranks_and_explains(tmp_path):
     report = build_report(_study(), OBJECTIVES, tmp_path)
-    assert report.counts == {"COMPLETE": 4, "PRUNED": 2, "FAIL": 1}
+    assert report.counts == {"COMPLETE": 4, "PRUNED": 2, "FAIL": 3}
     text = (tmp_path / "report.md").read_text()
     assert text == report.text
     best = text.split("## Best configurations")[1].split("##")[0].strip().splitlines()
@@ -58,6 +63,11 @@ def test_report_ranks_and_explains(tmp_path):
     assert "stopped at 3/10" in stopped and "too many GPUs" not in stopped
     assert {p.name for p in report.plots} == {"throughput_latency.png", "pareto_front.png"}
     assert all(p.read_bytes().startswith(PNG) for p in report.plots)
+    failed = {int(row.split()[0]): row for row in
+              text.split("## Failed trials")[1].strip().splitlines()[1:]}
+    assert "bench died" in failed[6] and "completed in" not in failed[6]
+    assert "(completed in trial 1) hung" in failed[7]
+    assert "no result: the sweep ended while it ran" in failed[8]
 
 
 def test_report_without_completed_trials(tmp_path):
