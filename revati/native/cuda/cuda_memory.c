@@ -698,15 +698,25 @@ size_t rv_host_written_from(uintptr_t p) {
     return n;
 }
 
-/* Plain memset, not fill()'s madvise for large ranges: the host writes these buffers again
+/* Zero what a copy out of [start, end) reads that a kernel made. A copy reads one tensor, and
+ * a kernel handed the tensor's first byte since the host last wrote it made all of it: the
+ * earlier copies whose ranges the tensor spans count for nothing then. Without that, a
+ * tensor over several such ranges (the caching allocator hands out blocks that held smaller
+ * tensors) kept all but the first: vLLM at 4 pipeline stages read sampled token ids 2^30 and
+ * 2^32 + 1 out of what earlier 2-byte copies and sampled-token counts had left there.
+ * Plain memset, not fill()'s madvise for large ranges: the host writes these buffers again
  * at the engine's next step, and pages dropped here would fault back in then (SGLang's
  * scheduler: TPOT +39 % from page faults alone on the moderate mixed load). */
 static void zero_touched(uintptr_t start, uintptr_t end) {
     pthread_mutex_lock(&g_written_lock);
     size_t i = first_ending_after(start), j = i, out = i;   /* [i, j): overlapping */
+    bool made = i < g_nwritten && g_written[i].start <= start && g_written[i].touched;
+    if (made) memset((void *)start, 0, end - start);
     for (; j < g_nwritten && g_written[j].start < end; j++) {
-        if (g_written[j].touched) memset((void *)g_written[j].start, 0, g_written[j].end - g_written[j].start);
-        else g_written[out++] = g_written[j];
+        struct range r = g_written[j];
+        if (r.touched) memset((void *)r.start, 0, r.end - r.start);
+        else if (!made) g_written[out++] = r;
+        else if (r.end > end) g_written[out++] = (struct range){end, r.end, false};  /* the next tensor's */
     }
     memmove(&g_written[out], &g_written[j], (g_nwritten - j) * sizeof *g_written);
     g_nwritten -= j - out;
