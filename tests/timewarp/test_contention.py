@@ -57,6 +57,18 @@ def test_without_correction_contention_stretches_virtual_time() -> None:
     assert min(times) > 2 * CPU_S  # about PROCS x CPU_S: each ran a third of the time
 
 
+def test_the_monotonic_clock_never_goes_back_while_its_rate_changes() -> None:
+    """Readers in four processes taking turns on the cores, so that the rate changes all the
+    time: before the Timekeeper based a new rate where the clock stood when it was published,
+    they saw CLOCK_MONOTONIC go back 48,029 times in 4 s, by up to 1.7 ms."""
+    r = revati_run([sys.executable, str(PROGRAMS / "clock_reader.py"), "2"],
+                   run_opts=["--cores", "auto"])
+    assert r.returncode == 0, r.stderr
+    out = r.json()
+    assert out["reads"] > 0
+    assert out["back"] == 0, out
+
+
 def test_work_beside_bursts_of_contention_counts_its_own_cpu_time() -> None:
     """A process spinning 0.5 s of CPU on one core beside another that competes in 5 ms
     bursts every 25 ms reads its own CPU time: N/runnable counts each burst while it lasts,

@@ -145,9 +145,11 @@ uint32_t rv_map_gen(void) {
 
 int64_t rv_warp_ns(clockid_t clk, int64_t real) {
     struct clock_map m = read_map();
-    /* at real speed every warped clock is its real value plus one offset */
-    if (m.rate_ppm == RV_RATE_ONE) return real + (m.base_virt - m.base_real);
+    /* CLOCK_MONOTONIC through rv_map_virt even at real speed: a real time read before a
+     * re-base maps to the new base, not behind it (readers went back 37 us after a held
+     * clock's release); at real speed the other clocks are their real value plus one offset */
     if (clk == CLOCK_MONOTONIC) return rv_map_virt(m.base_real, m.base_virt, m.rate_ppm, real);
+    if (m.rate_ppm == RV_RATE_ONE) return real + (m.base_virt - m.base_real);
     int64_t mono = rv_real_ns(CLOCK_MONOTONIC);
     return real + rv_map_virt(m.base_real, m.base_virt, m.rate_ppm, mono) - mono;
 }
