@@ -194,6 +194,24 @@ print(json.dumps({"reused": adjacent and ids.data_ptr() == p, "ids": sorted(set(
     assert out["ids"] == [0]
 
 
+def test_a_kernels_output_over_memory_no_copy_reached_hides_a_later_copy(emulated):
+    """As above, but nothing ever wrote the block's first tensor (torch.empty, as vLLM's
+    sampler allocates), so the kernel's pointer lies in no host-written range: the copy after
+    it must not show through. It read 0x8000000080 for half the ids before."""
+    out = emulated.json("""
+import json, torch
+logits = torch.zeros(128, 1000, device="cuda")
+a = torch.empty(64, dtype=torch.int32, device="cuda")
+b = torch.full((64,), 128, dtype=torch.int32).cuda()
+p, adjacent = a.data_ptr(), b.data_ptr() == a.data_ptr() + 512
+del a, b
+ids = logits.argmax(-1)
+print(json.dumps({"reused": adjacent and ids.data_ptr() == p, "ids": sorted(set(ids.tolist()))}))
+""")
+    assert out["reused"], "the allocator did not reuse the blocks: the test proves nothing"
+    assert out["ids"] == [0]
+
+
 D_NS = 2_000_000
 
 

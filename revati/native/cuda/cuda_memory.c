@@ -630,11 +630,27 @@ CUresult cuMemHostGetFlags(unsigned *f, void *p) {
  * A range a kernel was handed is `touched`: it keeps its bytes, for the kernels computed on
  * the host that read it (vLLM's V2 runner passes the same request indices to predicted
  * sampling kernels and then to its host-computed bookkeeping), and reads zero to every copy
- * out of it, which zeroes it then (observe). */
-struct range { uintptr_t start, end; bool touched; };
+ * out of it, which zeroes it then (observe). A `blank` range holds no host data: it marks a
+ * kernel's pointer outside the others (rv_device_computed). */
+struct range { uintptr_t start, end; bool touched, blank; };
 static struct range *g_written;
 static size_t g_nwritten, g_capwritten;
 static pthread_mutex_t g_written_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Room for `more` ranges; g_written_lock held. */
+static bool reserve(size_t more) {
+    if (g_nwritten + more <= g_capwritten) return true;
+    size_t cap = g_capwritten ? 2 * g_capwritten : 256;
+    struct range *grown = realloc(g_written, cap * sizeof *g_written);
+    if (!grown) {
+        rv_log_once("device shim: out of memory for host-written ranges; kernel outputs "
+                    "may read stale data", "written");
+        return false;
+    }
+    g_written = grown;
+    g_capwritten = cap;
+    return true;
+}
 
 /* The first range ending after p (g_nwritten when none does); g_written_lock held. */
 static size_t first_ending_after(uintptr_t p) {
@@ -650,40 +666,44 @@ static size_t first_ending_after(uintptr_t p) {
 static void host_written(uintptr_t start, uintptr_t end, bool host) {
     if (start >= end) return;
     pthread_mutex_lock(&g_written_lock);
-    if (g_nwritten + 2 > g_capwritten) {
-        size_t cap = g_capwritten ? 2 * g_capwritten : 256;
-        struct range *grown = realloc(g_written, cap * sizeof *g_written);
-        if (!grown) {
-            pthread_mutex_unlock(&g_written_lock);
-            rv_log_once("device shim: out of memory for host-written ranges; kernel outputs "
-                        "may read stale data", "written");
-            return;
-        }
-        g_written = grown;
-        g_capwritten = cap;
+    if (!reserve(2)) {
+        pthread_mutex_unlock(&g_written_lock);
+        return;
     }
     size_t i = first_ending_after(start), j = i;   /* [i, j): ranges overlapping [start, end) */
     while (j < g_nwritten && g_written[j].start < end) j++;
     struct range keep[3];
     size_t nkeep = 0;
     if (i < j && g_written[i].start < start)
-        keep[nkeep++] = (struct range){g_written[i].start, start, g_written[i].touched};
-    if (host) keep[nkeep++] = (struct range){start, end, false};
+        keep[nkeep++] = (struct range){g_written[i].start, start, g_written[i].touched,
+                                       g_written[i].blank};
+    if (host) keep[nkeep++] = (struct range){start, end, false, false};
     if (i < j && g_written[j - 1].end > end)
-        keep[nkeep++] = (struct range){end, g_written[j - 1].end, g_written[j - 1].touched};
+        keep[nkeep++] = (struct range){end, g_written[j - 1].end, g_written[j - 1].touched,
+                                       g_written[j - 1].blank};
     memmove(&g_written[i + nkeep], &g_written[j], (g_nwritten - j) * sizeof *g_written);
     memcpy(&g_written[i], keep, nkeep * sizeof *keep);
     g_nwritten = g_nwritten - (j - i) + nkeep;
     pthread_mutex_unlock(&g_written_lock);
 }
 
+/* A pointer outside every range still marks its byte as a kernel's (a `blank` range of one
+ * byte, which holds no host data): the tensor there may reach into ranges an earlier tensor's
+ * copies left further on, and a copy out of it must read none of them (zero_touched). Only
+ * where such a range begins within RV_REAL_DATA_LIMIT: no tensor the host reads back is
+ * larger, and the weights' and KV cache's pointers would otherwise each keep a mark. */
 void rv_device_computed(const uintptr_t *ptrs, int n) {
     pthread_mutex_lock(&g_written_lock);
     for (int k = 0; k < n && g_nwritten; k++) {
         uintptr_t p = ptrs[k];
-        if (p < g_written[0].start || p >= g_written[g_nwritten - 1].end) continue;
+        if (p >= g_written[g_nwritten - 1].end) continue;
         size_t lo = first_ending_after(p);   /* < g_nwritten: p is below the last end */
         if (g_written[lo].start <= p) g_written[lo].touched = true;
+        else if (g_written[lo].start - p <= RV_REAL_DATA_LIMIT && reserve(1)) {
+            memmove(&g_written[lo + 1], &g_written[lo], (g_nwritten - lo) * sizeof *g_written);
+            g_written[lo] = (struct range){p, p + 1, true, true};
+            g_nwritten++;
+        }
     }
     pthread_mutex_unlock(&g_written_lock);
 }
@@ -693,7 +713,7 @@ void rv_host_computed(uintptr_t p, size_t n) { host_written(p, p + n, true); }
 size_t rv_host_written_from(uintptr_t p) {
     pthread_mutex_lock(&g_written_lock);
     size_t i = first_ending_after(p);
-    size_t n = i < g_nwritten && g_written[i].start <= p ? g_written[i].end - p : 0;
+    size_t n = i < g_nwritten && g_written[i].start <= p && !g_written[i].blank ? g_written[i].end - p : 0;
     pthread_mutex_unlock(&g_written_lock);
     return n;
 }
@@ -716,7 +736,7 @@ static void zero_touched(uintptr_t start, uintptr_t end) {
         struct range r = g_written[j];
         if (r.touched) memset((void *)r.start, 0, r.end - r.start);
         else if (!made) g_written[out++] = r;
-        else if (r.end > end) g_written[out++] = (struct range){end, r.end, false};  /* the next tensor's */
+        else if (r.end > end) g_written[out++] = (struct range){end, r.end, false, false};  /* the next tensor's */
     }
     memmove(&g_written[out], &g_written[j], (g_nwritten - j) * sizeof *g_written);
     g_nwritten -= j - out;
