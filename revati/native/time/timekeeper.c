@@ -112,35 +112,24 @@ static int64_t virt_at(int64_t real) {
                        atomic_load(&S->rate_ppm), real);
 }
 
-/* A new map is written between two increments of map_seq; readers retry while it is odd. */
-static void map_begin(void) {
+static void set_map(int64_t base_real, int64_t base_virt, int64_t rate_ppm) {
     atomic_fetch_add_explicit(&S->map_seq, 1, memory_order_relaxed); /* odd: changing */
-    atomic_thread_fence(memory_order_seq_cst);
-}
-static void map_end(int64_t base_real, int64_t base_virt, int64_t rate_ppm) {
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&S->base_real, base_real, memory_order_relaxed);
     atomic_store_explicit(&S->base_virt, base_virt, memory_order_relaxed);
     atomic_store_explicit(&S->rate_ppm, rate_ppm, memory_order_relaxed);
     atomic_fetch_add_explicit(&S->map_seq, 1, memory_order_release);
 }
-static void set_map(int64_t base_real, int64_t base_virt, int64_t rate_ppm) {
-    map_begin();
-    map_end(base_real, base_virt, rate_ppm);
-}
 
-/* Run the clock at `rate` from where it stands, without setting anyone's CLOCK_MONOTONIC
- * back. The new map is based on a real time read after readers were told to wait (map_seq
- * odd): a reader then holds either the old map at a real time before that read or the new
- * one, which starts where the old one stood at it. Based on a `now` read before a pass over
- * the threads' /proc files (milliseconds with hundreds of threads), or with the Timekeeper
- * preempted before it published, readers went on with the old map meanwhile and a lower
- * rate set their clock back (1.7 ms, 48,029 times in 4 s of six processes taking turns on 2
- * cores): CUDA events recorded before a synchronisation read as not completed after it, and
- * Inductor's autotuning failed at start-up. */
+/* Run the clock at `rate` from where it stands now. Not from a `now` read before a pass over
+ * the threads' /proc files: with hundreds of threads that pass takes milliseconds, readers
+ * kept the old map meanwhile, and a lower rate based at the earlier instant set their clock
+ * back by the pass's length times the drop (1.7 ms). What is left, readers that ran on with
+ * the old map while the Timekeeper was preempted between reading the time and publishing,
+ * each process's clock absorbs (rv_now_ns). */
 static void set_rate(int64_t rate) {
-    map_begin();
     int64_t t = rv_real_ns(CLOCK_MONOTONIC);
-    map_end(t, virt_at(t), rate);
+    set_map(t, virt_at(t), rate);
 }
 
 RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_dir) {
