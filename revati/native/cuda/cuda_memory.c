@@ -713,7 +713,8 @@ void rv_host_computed(uintptr_t p, size_t n) { host_written(p, p + n, true); }
 size_t rv_host_written_from(uintptr_t p) {
     pthread_mutex_lock(&g_written_lock);
     size_t i = first_ending_after(p);
-    size_t n = i < g_nwritten && g_written[i].start <= p && !g_written[i].blank ? g_written[i].end - p : 0;
+    bool host = i < g_nwritten && g_written[i].start <= p && !g_written[i].blank;
+    size_t n = host ? g_written[i].end - p : 0;
     pthread_mutex_unlock(&g_written_lock);
     return n;
 }

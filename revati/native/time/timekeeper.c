@@ -126,7 +126,7 @@ static void set_map(int64_t base_real, int64_t base_virt, int64_t rate_ppm) {
  * kept the old map meanwhile, and a lower rate based at the earlier instant set their clock
  * back by the pass's length times the drop (1.7 ms). What is left, readers that ran on with
  * the old map while the Timekeeper was preempted between reading the time and publishing,
- * each process's clock absorbs (rv_now_ns). */
+ * each process's clock absorbs (not_back in core.c). */
 static void set_rate(int64_t rate) {
     int64_t t = rv_real_ns(CLOCK_MONOTONIC);
     set_map(t, virt_at(t), rate);
