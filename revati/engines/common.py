@@ -76,6 +76,15 @@ def max_model_len(port: int) -> int | None:
     return cards[0].get("max_model_len") if cards else None
 
 
+# How long the server keeps an idle connection open, in seconds, above the 60 s for which
+# the load generator (`vllm bench serve`, aiohttp's keepalive_timeout) reuses one. Both
+# engines' default is uvicorn's 5 s: the server then closes connections the client still
+# pools, and a request sent on one as it closes fails ("Cannot write to closing
+# transport"; 1 of 500 in the 70B tp_pp sweep's TP 4 x PP 2 trial, which failed it). The
+# client closing first is what benchmark harnesses set for the same race
+# (llm-d-benchmark's VLLM_HTTP_TIMEOUT_KEEP_ALIVE=120); an idle connection costs nothing.
+SERVER_KEEP_ALIVE_S = "120"
+
 # Revati's read-only batch observers, one plugin per engine (revati_vllm_observer,
 # revati_sglang_observer): on the engine's PYTHONPATH, each engine's own plugin loader finds
 # its plugin (by the entry point in its dist-info) and loads it in every engine process,

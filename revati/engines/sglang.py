@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from revati.engines.common import has_module, http_json, http_ok, http_post, with_observers
+from revati.engines.common import (
+    SERVER_KEEP_ALIVE_S,
+    has_module,
+    http_json,
+    http_ok,
+    http_post,
+    with_observers,
+)
 
 NAME = "sglang"
 MODULE = "sglang"
@@ -34,6 +41,8 @@ ENV = {
     "DO_NOT_TRACK": "1",
     "HF_HUB_OFFLINE": "1",
     "NCCL_NVLS_ENABLE": "0",
+    # Idle connections outlive the load generator's (revati.engines.common).
+    "SGLANG_TIMEOUT_KEEP_ALIVE": SERVER_KEEP_ALIVE_S,
 }
 
 # Flags Revati adds to every SGLang server, with the reason:

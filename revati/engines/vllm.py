@@ -11,7 +11,14 @@ import json
 import re
 from pathlib import Path
 
-from revati.engines.common import has_module, http_get, http_ok, http_post, with_observers
+from revati.engines.common import (
+    SERVER_KEEP_ALIVE_S,
+    has_module,
+    http_get,
+    http_ok,
+    http_post,
+    with_observers,
+)
 
 NAME = "vllm"
 MODULE = "vllm"
@@ -51,6 +58,8 @@ ENV = {
     # needs: the same seed sends the same prompts, which would hit the cache the previous
     # load filled. It adds development routes; the serving path is unchanged.
     "VLLM_SERVER_DEV_MODE": "1",
+    # Idle connections outlive the load generator's (revati.engines.common).
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": SERVER_KEEP_ALIVE_S,
 }
 
 

@@ -145,6 +145,8 @@ def test_bench_summary_is_complete_and_consistent(server: EmulatedServer,
     # the settings the engine ran with: Revati's, and the runner this module's server chose
     env = s["revati"]["engine_env"]
     assert env["VLLM_USE_V2_MODEL_RUNNER"] == "0" and env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    # idle connections outlive the load generator's (`vllm bench serve` pools them for 60 s)
+    assert int(env["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > 60
     whole = server.predictor_totals()["attention_by_batch_ns"] / 1e9
     assert 0 < m["attention_by_batch_s"] < whole
     # vLLM logs any kernel it compiles while serving: a list, empty for a warm server
