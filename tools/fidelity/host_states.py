@@ -7,10 +7,11 @@ of --repeat runs of mean TTFT, mean TPOT and output throughput in each state, be
 quiet state and beside the real run.
 
     .venv/bin/python tools/fidelity/host_states.py --out OUT [--states quiet,busy,one-core]
-        [--loads decode_heavy,streams40,saturating] [--repeat 3] [--tp 1]
+        [--loads decode_heavy,streams40,saturating] [--repeat 3] [--tp 1] [--model llama3_8b]
 
-The real runs are TP 1: with --tp 2 or more, read the columns against quiet only (issue #26
-asks the emulated layouts to agree between one core and two, not with a TP 1 run).
+The real runs are Llama-3.1-8B at TP 1: with --tp 2 or more, or another --model, read the
+columns against quiet only (issue #26 asks the emulated layouts to agree between one core
+and two, not with a TP 1 run).
 
 Runs are kept in OUT/<state>_<load>_<i> and reused when their validation.json exists, so an
 interrupted run resumes. Each takes minutes on 2 cores; one-core and busy ones longer.
@@ -34,7 +35,8 @@ LOADS = {"decode_heavy": VLLM_LLAMA / "2026-12-02-real-check" / "decode_heavy.js
 STATES = ("quiet", "busy", "one-core")
 
 
-def run(state: str, load: str, tp: int, out: Path) -> dict[str, tuple[float, float]]:
+def run(state: str, load: str, tp: int, model: str, out: Path
+        ) -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) of one run, running it unless kept."""
     if (out / "validation.json").is_file():
         return replay(LOADS[load], out)
@@ -44,7 +46,8 @@ def run(state: str, load: str, tp: int, out: Path) -> dict[str, tuple[float, flo
         busy = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
                                   "while True: pass"]) for c in os.sched_getaffinity(0)]
     try:
-        return replay(LOADS[load], out, bench_args=["--tp", str(tp)], prefix=prefix)
+        return replay(LOADS[load], out, bench_args=["--tp", str(tp), "--model", model],
+                      prefix=prefix)
     finally:
         for p in busy:
             p.kill()
@@ -59,18 +62,20 @@ def main() -> int:
     p.add_argument("--loads", default=",".join(LOADS))
     p.add_argument("--repeat", type=int, default=3, help="runs per cell (their median)")
     p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--model", default="llama3_8b", help="a catalog model (revati/conf/model)")
     args = p.parse_args()
     states, loads = args.states.split(","), args.loads.split(",")
     for load in loads:
         cells = {}
         for s in states:
-            runs = [run(s, load, args.tp, args.out / f"{s}_{load}_{i}")
+            runs = [run(s, load, args.tp, args.model, args.out / f"{s}_{load}_{i}")
                     for i in range(args.repeat)]
             cells[s] = {m: (runs[0][m][0], statistics.median(r[m][1] for r in runs),
                             min(r[m][1] for r in runs), max(r[m][1] for r in runs))
                         for m, _ in METRICS}
         base = cells.get("quiet")
-        print(f"\n## {load} (TP {args.tp}, median of {args.repeat}; [min-max])\n")
+        print(f"\n## {load} ({args.model}, TP {args.tp}, median of {args.repeat}; "
+              "[min-max])\n")
         print("| state | " + " | ".join(f"{label} | vs quiet | vs real" for _, label in METRICS)
               + " |")
         print("|---|" + "---:|" * 3 * len(METRICS))
