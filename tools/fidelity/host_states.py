@@ -46,8 +46,8 @@ def run(state: str, load: str, tp: int, model: str, out: Path
         busy = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c",
                                   "while True: pass"]) for c in os.sched_getaffinity(0)]
     try:
-        return replay(LOADS[load], out, bench_args=["--tp", str(tp), "--model", model],
-                      prefix=prefix)
+        return replay(LOADS[load], out, bench_args=["--tp", str(tp)], prefix=prefix,
+                      model=model)
     finally:
         for p in busy:
             p.kill()

@@ -29,14 +29,15 @@ METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
 
 def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
            engine_args: Sequence[str] = (), prefix: Sequence[str] = (), engine: str = "vllm",
-           metrics: Sequence[str] = tuple(m for m, _ in METRICS)
+           metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = "llama3_8b"
            ) -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) of `metrics`; `prefix` runs the command under another
-    (taskset), bench_args go to revati validate, engine_args to the engine."""
+    (taskset), bench_args go to revati validate, engine_args to the engine; model: the
+    catalog model emulated (the real runs here are Llama-3.1-8B)."""
     result = out / "validation.json"
     if not result.is_file():
         cmd = [*prefix, sys.executable, "-m", "revati.cli.main", "validate", "--real",
-               str(real), "--engine", engine, "--model", "llama3_8b", "--hardware", "h200",
+               str(real), "--engine", engine, "--model", model, "--hardware", "h200",
                "--num-warmups", "16", *bench_args, "--out", str(out), "--", *CONTEXT[engine],
                *engine_args]
         print(f"replay: {' '.join(cmd)}", flush=True)
