@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replay import METRICS, VLLM_KNOBS, VLLM_LLAMA, replay
+from replay import METRICS, REAL_MODEL, VLLM_KNOBS, VLLM_LLAMA, replay
 
 # the real H200 runs (vLLM 0.26.0, Llama-3.1-8B, TP 1, --max-model-len 4096)
 LOADS = {"decode_heavy": VLLM_LLAMA / "2026-12-02-real-check" / "decode_heavy.json",
@@ -62,7 +62,7 @@ def main() -> int:
     p.add_argument("--loads", default=",".join(LOADS))
     p.add_argument("--repeat", type=int, default=3, help="runs per cell (their median)")
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--model", default="llama3_8b", help="a catalog model (revati/conf/model)")
+    p.add_argument("--model", default=REAL_MODEL, help="a catalog model (revati/conf/model)")
     args = p.parse_args()
     states, loads = args.states.split(","), args.loads.split(",")
     for load in loads:

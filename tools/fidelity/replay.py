@@ -23,17 +23,19 @@ CONTEXT = {"vllm": ["--max-model-len", "4096"], "sglang": ["--context-length", "
 # what else the real servers ran with: vLLM's real runs here used its V1 model runner (the
 # emulated engine inherits the environment of revati validate)
 REAL_ENV = {"vllm": {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "sglang": {}}
+# the catalog model the real runs served (Llama-3.1-8B shapes, dummy weights)
+REAL_MODEL = "llama3_8b"
 METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
            ("output_throughput", "tok/s"))
 
 
 def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
            engine_args: Sequence[str] = (), prefix: Sequence[str] = (), engine: str = "vllm",
-           metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = "llama3_8b"
+           metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = REAL_MODEL
            ) -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) of `metrics`; `prefix` runs the command under another
     (taskset), bench_args go to revati validate, engine_args to the engine; model: the
-    catalog model emulated (the real runs here are Llama-3.1-8B)."""
+    catalog model emulated."""
     result = out / "validation.json"
     if not result.is_file():
         cmd = [*prefix, sys.executable, "-m", "revati.cli.main", "validate", "--real",
