@@ -142,6 +142,7 @@ class Timekeeper:
         if rc != 0:
             raise OSError(-rc, f"cannot create the Timekeeper segment {self.segment}")
         self.lib.rv_tk_set_cores(cores)
+        self.cores = cores
         self.probe = HostProbe(self.lib, node_cpu_ms) if cores and node_cpu_ms else None
         self.deadlock_timeout_s = deadlock_timeout_s
         self.stall_s = stall_s
@@ -168,6 +169,15 @@ class Timekeeper:
             self._deadlock_at = time.monotonic()
             if not self.restart or self._stopping:
                 return
+
+    def set_cores(self, cores: int) -> None:
+        """The cores the emulated threads share from now on, for a run moved onto other CPUs
+        while it runs (sched_setaffinity on all its threads). Only where the correction was on
+        from the start: the probe of this host's speed starts with it."""
+        if not self.cores or cores < 1:
+            raise ValueError(f"set_cores({cores}) needs a Timekeeper made with cores > 0")
+        self.lib.rv_tk_set_cores(cores)
+        self.cores = cores
 
     @property
     def deadlocked(self) -> bool:

@@ -1,5 +1,6 @@
-"""The whole `revati bench` command for vLLM: bad input refused clearly, a TP 2
-deployment end to end, synchronous scheduling, and the KV cache of a real H100's server.
+"""The whole `revati bench` command for vLLM: bad input refused clearly, pipeline stages
+alone and with TP 2 in each, synchronous scheduling, and the KV cache of a real H100's
+server (TP 2 alone: test_vllm_tp2_cores.py).
 
 Apart from the shared server of test_vllm_e2e.py, so that no idle emulated engine competes
 with these deployments for the host's two cores."""
@@ -40,20 +41,6 @@ def test_bench_command_fails_clearly_on_bad_input(tmp_path: Path) -> None:
     assert r.returncode == 1 and "no lock file for vllm==9.9 (known releases: " in r.stderr
 
 
-def test_bench_command_end_to_end_at_tp2(tmp_path: Path) -> None:
-    """The whole `revati bench` command on two emulated H200s: two vLLM workers whose
-    NCCL and custom all-reduce couple their timelines."""
-    r, s = run_bench_command(
-        tmp_path, ["--model", "llama3_8b", "--hardware", "h200", "--tp", "2", "--input-len",
-                   "128", "--output-len", "32", "--num-prompts", "10", "--request-rate", "10"],
-        ["--max-model-len", "4096"])
-    assert "[revati bench] done: 10 requests" in r.stdout
-    assert s["completed"] == 10 and s["revati"]["tp"] == 2
-    assert s["total_output_tokens"] == 10 * 32
-    assert s["num_gpu_blocks"] > 100_000  # half the weights per GPU: more room for KV
-    assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
-
-
 @pytest.mark.parametrize("tp", [1, 2])
 def test_bench_command_end_to_end_with_two_pipeline_stages(tmp_path: Path, tp: int) -> None:
     """Pipeline parallelism (issue #26 item 4), alone (two emulated H200s) and with TP 2 in
@@ -65,8 +52,10 @@ def test_bench_command_end_to_end_with_two_pipeline_stages(tmp_path: Path, tp: i
                    "--input-len", "128", "--output-len", "32", "--num-prompts", "10",
                    "--request-rate", "10"],
         ["--max-model-len", "4096"])
+    assert "[revati bench] done: 10 requests" in r.stdout
     assert s["completed"] == 10 and s["failed"] == 0, s["failure_reasons"]
     assert (s["revati"]["tp"], s["revati"]["pp"]) == (tp, 2)
+    assert (tmp_path / "engine.log").exists() and (tmp_path / "client.log").exists()
     assert s["total_output_tokens"] == 10 * 32
 
 

@@ -104,6 +104,22 @@ def test_cores_argument() -> None:
         parse_cores("-1")
 
 
+def test_the_core_count_changes_only_where_the_correction_is_on() -> None:
+    """A run moved onto fewer CPUs tells its Timekeeper (test_vllm_tp2_cores.py); one that
+    counts real time has no probe of this host's speed to start then, so it refuses."""
+    for cores in (0, 2):
+        dep = Deployment(cores=cores)
+        try:
+            if cores:
+                dep.tk.set_cores(1)
+                assert dep.tk.cores == 1
+            else:
+                with pytest.raises(ValueError, match="cores > 0"):
+                    dep.tk.set_cores(1)
+        finally:
+            dep.close()
+
+
 def test_the_rate_applied_and_the_cpu_bound_time_are_reported(tmp_path) -> None:
     """Issue #24: a result says how much it leaned on the correction. Three processes
     sharing one core each run at about a third of real speed: the lowest rate applied is

@@ -68,7 +68,9 @@ static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
  * its counts of blocks and of sends then) */
 static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen, sends; } sched_seen[RV_MAX_THREADS];
 static int64_t woken_at[RV_MAX_THREADS];
-static int cores; /* 0: no contention correction */
+/* 0: no contention correction. Atomic: a run moved onto fewer CPUs sets it while the loop
+ * reads it (Timekeeper.set_cores). */
+static _Atomic int cores;
 /* contention statistics: real time sampled, of it under contention, and the virtual time
  * that real time became; runnable thread counts summed over samples */
 static int64_t sampled_real, dilated_real, dilated_virt, samples, runnable_sum;
