@@ -27,6 +27,7 @@ from revati.bench.options import BenchOptions
 from revati.bench.server import EmulatedServer
 from revati.engines import sglang
 
+MODEL = "llama3_8b"  # the emulated server's, named once for the server and its loads
 KEYS = ("output_throughput", "mean_tpot_ms", "median_tpot_ms", "median_ttft_ms",
         "mean_ttft_ms")
 
@@ -38,7 +39,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="where the runs' files go")
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="sglang-clients-"))
-    opts = BenchOptions(model="llama3_8b", hardware="h200", engine="sglang", out=out / "srv",
+    opts = BenchOptions(model=MODEL, hardware="h200", engine="sglang", out=out / "srv",
                         engine_args=["--context-length", "4096"], ready_timeout_s=1200)
     with EmulatedServer(opts) as srv:
         for run in range(a.runs):
@@ -51,7 +52,7 @@ def main() -> None:
                 d / "sglang_client.log", 900, {"HF_HUB_OFFLINE": "1"})
             sgl = json.loads(result.read_text().splitlines()[-1])
             rev = srv.run_load(BenchOptions(
-                model="llama3_8b", hardware="h200", engine="sglang", out=d / "revati",
+                model=MODEL, hardware="h200", engine="sglang", out=d / "revati",
                 input_len=128, output_len=64, num_prompts=a.num_prompts,
                 request_rate=float("inf"), max_concurrency=1, seed=run), d / "revati")
             print(f"run {run}: metric  bench_serving  revati  ratio-1")
