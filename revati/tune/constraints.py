@@ -37,9 +37,9 @@ def gpu_budget(cfg: Any) -> str | None:
 
 
 def wall_time(cfg: Any) -> str | None:
-    # Opt-in: a layout is never ruled out for this host's cores (the clock rate makes its
-    # virtual-time result the same on any number of them), only for the real time it would
-    # take, when the sweep sets a limit (revati/tune/walltime.py).
+    # Opt-in: a layout is never ruled out for this host's cores (the clock rate corrects its
+    # virtual time for the cores this host lacks; docs/limits.md says how well), only for the
+    # real time it would take, when the sweep sets a limit (revati/tune/walltime.py).
     limit = cfg.trial.get("max_wall_min")
     if limit is None:
         return None

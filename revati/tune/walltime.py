@@ -1,10 +1,11 @@
 """How long a trial takes in real time on this host, estimated before it runs.
 
-Virtual-time results do not depend on this host's cores (the clock rate corrects for
-contention, docs/timewarp.md), but the wall time does: every emulated GPU is a worker process
-running the engine's real Python, so a layout with more GPUs than this host has cores runs
-slower in real time. The sweep prints each trial's estimate and the total before it starts,
-and `trial.max_wall_min` skips layouts whose estimate exceeds it.
+The clock rate corrects virtual-time results for this host's cores (contention,
+docs/timewarp.md; how well: docs/limits.md), and the wall time depends on them: every
+emulated GPU is a worker process running the engine's real Python, so a layout with more GPUs
+than this host has cores runs slower in real time. The sweep prints each trial's estimate
+and the total before it starts, and `trial.max_wall_min` skips layouts whose estimate exceeds
+it.
 
 The estimate is start-up plus load, each stretched by the processes that compete for the
 cores, from runs on the 2-core development VM: vLLM's start-up took ~60 s for Llama-3.1-8B
