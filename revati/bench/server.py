@@ -318,7 +318,7 @@ class EmulatedServer:
                              "hardware": self.hardware, "tp": self.opts.tp, "pp": self.opts.pp,
                              "engine_args": self.opts.engine_args,
                              "engine_env": self.engine_env,
-                             "cores": self.cores,
+                             "cores": self.dep.tk.cores,  # as applied (set_cores)
                              "nice": self.dep.tk.nice,
                              "network": self.dep.network.where,
                              "cpu_contention": vars(contention),

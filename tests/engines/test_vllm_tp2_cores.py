@@ -47,7 +47,6 @@ def _move(server: EmulatedServer, cpus: set[int]) -> None:
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(int(tid), cpus)
     server.dep.tk.set_cores(len(cpus))
-    server.cores = len(cpus)
 
 
 def test_two_workers_hold_half_the_weights_each(server: EmulatedServer) -> None:
