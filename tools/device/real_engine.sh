@@ -229,6 +229,9 @@ md5sum "$MODEL/config.json" "$MODEL/generation_config.json" "$MODEL/tokenizer/to
 config_flags() {   # server flags of a configuration name
     case $1 in
         default) echo "" ;;
+        # the default server started again on this machine: vLLM's and inductor's compile
+        # caches now hold its graph, as on a production server's restart
+        rerun) echo "" ;;
         mnbt*) echo "--max-num-batched-tokens ${1#mnbt}" ;;
         seqs*) echo "--max-num-seqs ${1#seqs}" ;;
         *) echo "unknown configuration $1" >&2; return 1 ;;
