@@ -13,6 +13,11 @@ Derived metrics:
   work to the GPU node's speed; a trial run on a much slower host leaned on that more).
 - cpu_dilation: how many times the engine's GPU-driving threads paid their CPU time in all
   (PyTorch's dispatch beyond the clock rate's speed; docs/timewarp.md).
+- runnable_per_core: the deployment's threads that wanted a CPU, on average, per core the
+  clock rate corrected for (revati.cpu_contention.mean_runnable / revati.cores). Above 1 the
+  engine's processes took turns on this host's cores where the node runs them side by side,
+  and the rate counts CPU-bound steps long (docs/limits.md, "With more busy engine processes
+  than cores").
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import pandas as pd
 from revati.tune.trial import TrialError
 
 DERIVED = ("num_gpus", "goodput", "goodput_per_gpu", "output_throughput_per_gpu",
-           "cost_per_million_tokens", "host_cpu_ms", "cpu_dilation")
+           "cost_per_million_tokens", "host_cpu_ms", "cpu_dilation", "runnable_per_core")
 # Scalar keys of `vllm bench serve --save-result` plus those revati bench adds.
 SUMMARY = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
            "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
@@ -83,6 +88,10 @@ def trial_metrics(cfg: Any, summary: dict[str, Any],
     dilation = summary.get("revati", {}).get("cpu_dilation", {}).get("factor")
     if dilation:
         metrics["cpu_dilation"] = dilation
+    cores = summary.get("revati", {}).get("cores")
+    runnable = (summary.get("revati", {}).get("cpu_contention") or {}).get("mean_runnable")
+    if cores and runnable is not None:
+        metrics["runnable_per_core"] = runnable / cores
     return metrics
 
 

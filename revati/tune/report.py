@@ -22,7 +22,13 @@ from revati.tune.plots import front_plot
 THROUGHPUT_LATENCY = (("output_throughput", True), ("p99_ttft_ms", False))
 # Shown next to the objectives in the ranking when the trials have them.
 KEY_METRICS = ("num_gpus", "output_throughput", "p99_ttft_ms", "mean_tpot_ms", "goodput_per_gpu",
-               "cost_per_million_tokens")
+               "cost_per_million_tokens", "runnable_per_core")
+# Said under the ranking when a ranked trial's processes outnumbered the cores (metrics.py)
+OVERSUBSCRIBED = ("runnable_per_core above 1: those trials' engine processes took turns on "
+                  "this host's cores where the node runs them side by side, and the clock "
+                  "rate can count their CPU-bound steps long (a synthetic TP 4 step read +21 % "
+                  "on 2 cores: docs/limits.md, \"With more busy engine processes than "
+                  "cores\"), so they may rank below where the node would put them")
 TOP = 10
 
 
@@ -114,6 +120,8 @@ def build_report(study: optuna.Study, objectives: Any, out_dir: Path) -> Report:
     ranked = _ranked(study, objectives)
     lines.append("## Best configurations")
     lines.append(ranked.to_string(index=False) if len(ranked) else "none: no trial completed")
+    if "runnable_per_core" in ranked and (ranked["runnable_per_core"] > 1).any():
+        lines += ["", OVERSUBSCRIBED]
     for title, state, attr in (("Infeasible configurations (pruned before launch)",
                                 TrialState.PRUNED, "infeasible_reason"),
                                ("Stopped early (the sweep's pruner: they could not win)",

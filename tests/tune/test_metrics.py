@@ -34,6 +34,9 @@ def test_derived_metrics(make_cfg, tmp_path):
                                         "gpu_node_torch_ms": 15.1}}}
     m = trial_metrics(cfg, SUMMARY | host, None)
     assert m["host_cpu_ms"] == 28.0 and m["cpu_dilation"] == 1.59
+    assert "runnable_per_core" not in m
+    host["revati"] |= {"cores": 2, "cpu_contention": {"mean_runnable": 3.0}}
+    assert trial_metrics(cfg, SUMMARY | host, None)["runnable_per_core"] == 1.5
 
 
 def test_goodput_needs_requests(make_cfg, tmp_path):

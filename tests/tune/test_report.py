@@ -56,6 +56,7 @@ def test_report_ranks_and_explains(tmp_path):
     assert "cost_per_million_tokens" in best[0] and "goodput_per_gpu" not in best[0]
     assert float(best[1].split()[-1]) == 2.5
     assert "too many GPUs" in text and "bench died" in text
+    assert "runnable_per_core" not in text
     # infeasible and stopped-early trials are both PRUNED, each listed under its own title
     infeasible = text.split("## Infeasible")[1].split("##")[0]
     stopped = text.split("## Stopped early")[1].split("##")[0]
@@ -68,6 +69,25 @@ def test_report_ranks_and_explains(tmp_path):
     assert "bench died" in failed[6] and "completed in" not in failed[6]
     assert "(completed in trial 1) hung" in failed[7]
     assert "no result: the sweep ended while it ran" in failed[8]
+
+
+def test_report_says_which_trials_took_turns_on_the_cores(tmp_path):
+    study = optuna.create_study(directions=["maximize", "minimize"], study_name="cores")
+    for rate, runnable in ((1.0, 0.6), (2.0, 1.9)):
+        study.add_trial(create_trial(
+            params={"workload.request_rate": rate}, distributions=RATE, values=[rate, 1.0],
+            user_attrs={"metrics": {"output_throughput": rate, "p99_ttft_ms": 1.0,
+                                    "runnable_per_core": runnable}}))
+    text = build_report(study, OBJECTIVES, tmp_path).text
+    best = text.split("## Best configurations")[1].split("##")[0]
+    assert "runnable_per_core" in best.splitlines()[1]
+    assert "runnable_per_core above 1: those trials' engine processes took turns" in best
+    one = optuna.create_study(directions=["maximize", "minimize"], study_name="one")
+    one.add_trial(create_trial(
+        params={"workload.request_rate": 1.0}, distributions=RATE, values=[1.0, 1.0],
+        user_attrs={"metrics": {"output_throughput": 1.0, "p99_ttft_ms": 1.0,
+                                "runnable_per_core": 1.0}}))
+    assert "took turns" not in build_report(one, OBJECTIVES, tmp_path).text
 
 
 def test_report_without_completed_trials(tmp_path):
