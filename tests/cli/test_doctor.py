@@ -30,9 +30,10 @@ def test_a_differing_attribute_is_named():
     assert failed == [("GPU0 attributes", "L2_CACHE_SIZE=52428800 (spec 62914560)")]
 
 
-def test_h200_spec_is_what_the_real_h200_reported():
-    spec = load_spec("h200_sxm")
-    report = report_from_devinfo(CONF_DIR / "h200_sxm.measured.json")
+@pytest.mark.parametrize("hardware", ["h200_sxm", "h100_sxm"])
+def test_a_measured_spec_is_what_the_real_gpu_reported(hardware):
+    spec = load_spec(hardware)
+    report = report_from_devinfo(CONF_DIR / f"{hardware}.measured.json")
     checks = compare(spec, report, gpus=None, real=True)
     assert [c for c in checks if not c[1]] == []
     assert spec.measured
