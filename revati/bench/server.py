@@ -126,6 +126,12 @@ class EmulatedServer:
                                               self.out / "device")
         except ValueError as e:
             raise BenchError(str(e)) from e
+        # which GPU's duration models predict the kernels (None: the roofline alone), and
+        # whether they are another GPU's, carried over (docs/predictor.md)
+        models = self.device.get("REVATI_PREDICT_MODELS")
+        self.predictor_models = {
+            "trained_on": Path(models).parent.name if models else None,
+            "carried_over": self.device.get("REVATI_PREDICT_TRANSFER") == "1"}
         self.log = self.out / "engine.log"
         self.dep: Deployment | None = None
         self.pid: int | None = None
@@ -325,6 +331,7 @@ class EmulatedServer:
                              "virtual_clock": clock_rates(contention, self.dep.virtual_s()),
                              "cpu_dilation": self.dilation,
                              "collective_table": self.collectives,
+                             "predictor_models": self.predictor_models,
                              "host_cpu_ms": {"before": self.host_cpu_ms_before, "after": after,
                                              "gpu_node": self.gpu_node_cpu_ms}}
         (out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -17,7 +17,7 @@ import pathlib
 
 from revati.device.spec import gpu_family, load_spec, write_flat
 from revati.native import library
-from revati.predict.registry import predictor_env
+from revati.predict.registry import predictor_env, shipped_models
 
 log = logging.getLogger("revati.device")
 
@@ -56,11 +56,20 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
 def _predictor(hardware: str, spec_file: pathlib.Path) -> dict[str, str]:
     """The predictor's environment: this run's spec and the duration models trained for this
     GPU (revati/predict/data/models/<gpu>, named by the part of the spec name before the form
-    factor: h200_sxm -> h200). Without models the predictor falls back to the roofline for
-    every kernel, which the run reports."""
+    factor: h200_sxm -> h200). A GPU without models of its own takes those of a GPU of the
+    same architecture (the H100 the H200's), whose times the C predictor carries over by the
+    two rooflines; with none either, the predictor falls back to the roofline for every
+    kernel. The run says which."""
     try:
         return predictor_env(gpu_family(hardware), spec_file)
     except FileNotFoundError as e:
+        architecture = load_spec(hardware).architecture
+        kin = [gpu for gpu in shipped_models() if load_spec(gpu).architecture == architecture]
+        if kin:
+            log.warning("no trained models for '%s': using the %s's, each kernel's time plus "
+                        "what this GPU's roofline adds to the %s's (docs/predictor.md)",
+                        gpu_family(hardware), kin[0], kin[0])
+            return predictor_env(kin[0], spec_file, transfer=True)
         log.warning("%s: kernel durations come from the roofline alone", e)
         return {"REVATI_HW_SPEC": str(spec_file)}
 

@@ -19,12 +19,17 @@ def profile_dir(hardware: str) -> Path:
     return path
 
 
+def shipped_models() -> list[str]:
+    """The GPUs (h200, ...) that trained models ship for."""
+    return sorted(p.name for p in MODELS.iterdir()
+                  if (p / "index.txt").exists()) if MODELS.exists() else []
+
+
 def models_dir(hardware: str) -> Path:
     path = MODELS / hardware
     if not (path / "index.txt").exists():
-        known = sorted(p.name for p in MODELS.iterdir()) if MODELS.exists() else []
-        raise FileNotFoundError(f"no trained models for '{hardware}' (shipped: {known}); "
-                                f"run `revati predictor train --profile DIR`")
+        raise FileNotFoundError(f"no trained models for '{hardware}' (shipped: "
+                                f"{shipped_models()}); run `revati predictor train --profile DIR`")
     return path
 
 
@@ -41,9 +46,13 @@ def lightgbm_library() -> Path:
     raise FileNotFoundError(f"lib_lightgbm.so not found under {spec.submodule_search_locations}")
 
 
-def predictor_env(hardware: str, spec_file: str | Path) -> dict[str, str]:
+def predictor_env(hardware: str, spec_file: str | Path, transfer: bool = False
+                  ) -> dict[str, str]:
     """Environment for an emulated process: this run's GPU spec (REVATI_HW_SPEC, written by
-    revati.device.spec) and the models trained on `hardware`."""
-    return {"REVATI_HW_SPEC": str(spec_file),
-            "REVATI_PREDICT_MODELS": str(models_dir(hardware) / "index.txt"),
-            "REVATI_LIGHTGBM_LIB": str(lightgbm_library())}
+    revati.device.spec) and the models trained on `hardware`; transfer: that is another GPU
+    than the run's, whose predictions the C predictor carries over (docs/predictor.md,
+    "Another GPU of the same architecture")."""
+    env = {"REVATI_HW_SPEC": str(spec_file),
+           "REVATI_PREDICT_MODELS": str(models_dir(hardware) / "index.txt"),
+           "REVATI_LIGHTGBM_LIB": str(lightgbm_library())}
+    return env | {"REVATI_PREDICT_TRANSFER": "1"} if transfer else env

@@ -38,3 +38,12 @@ def test_apply_env_prepends_search_paths():
     merged = apply_env({"LD_LIBRARY_PATH": "/usr/lib", "PATH": "/bin"},
                        {"LD_LIBRARY_PATH": "/shim", "REVATI_GPUS": "2"})
     assert merged == {"LD_LIBRARY_PATH": "/shim:/usr/lib", "PATH": "/bin", "REVATI_GPUS": "2"}
+
+
+def test_a_gpu_without_models_takes_those_of_its_architecture(tmp_path):
+    h100 = emulated_device_env("h100_sxm", 1, tmp_path / "h100")
+    assert pathlib.Path(h100["REVATI_PREDICT_MODELS"]).parent.name == "h200"
+    assert h100["REVATI_PREDICT_TRANSFER"] == "1"
+    h200 = emulated_device_env("h200_sxm", 1, tmp_path / "h200")
+    assert pathlib.Path(h200["REVATI_PREDICT_MODELS"]).parent.name == "h200"
+    assert "REVATI_PREDICT_TRANSFER" not in h200

@@ -421,3 +421,32 @@ def test_moe_routing_needs_experts_and_experts_per_token(spec_file):
     env = {"REVATI_HW_SPEC": str(spec_file), "REVATI_MOE": "8"}
     r = run_predictor(PRELUDE + "print(predict(gemm))", env)
     assert r.returncode != 0 and "REVATI_MOE" in r.stderr
+
+
+def test_another_gpus_models_are_carried_over_by_the_two_rooflines(tmp_path):
+    """An H100 run with the H200's models (revati/device/env.py gives them where the H100 has
+    none): each prediction is the H200's time plus what the H100's roofline adds to the
+    H200's for the same launch, so memory-bound work takes longer on the H100's slower HBM,
+    and nothing changes without REVATI_PREDICT_TRANSFER."""
+    from revati.device.spec import load_spec, write_flat
+    from revati.predict.roofline import RooflineSpec
+
+    h200 = tmp_path / "h200.txt"
+    h200.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
+    h100 = write_flat(load_spec("h100_sxm"), tmp_path / "h100.txt")
+    big = dict(KERNEL, grid_x=1 << 20)  # 2^27 threads: its roofline is HBM's, not the launch's
+    code = PRELUDE + f"big = {big!r}\n" + (
+        "print(json.dumps([predict(gemm)[0], predict(copy)[0], predict(kernel)[0], "
+        "predict(big)[0]]))")
+    models = {k: v for k, v in registry.predictor_env("h200", h200).items()
+              if k != "REVATI_HW_SPEC"}
+    on_h200 = predictor_json(code, {**models, "REVATI_HW_SPEC": str(h200)})
+    untransferred = predictor_json(code, {**models, "REVATI_HW_SPEC": str(h100)})
+    on_h100 = predictor_json(code, {**models, "REVATI_HW_SPEC": str(h100),
+                                    "REVATI_PREDICT_TRANSFER": "1"})
+    assert untransferred == on_h200
+    roof = [RooflineSpec.from_flat_file(f).roofline_ns for f in (h100, h200)]
+    for row, ns_h100, ns_h200 in zip((GEMM, COPY, KERNEL, big), on_h100, on_h200, strict=True):
+        assert roof[0](row) >= roof[1](row)  # the H100 is nowhere faster
+        assert ns_h100 == ns_h200 + roof[0](row) - roof[1](row)
+    assert on_h100[3] - on_h200[3] > 0.4 * roof[1](big)  # HBM 3.35 against 4.8 TB/s

@@ -1,8 +1,10 @@
 """The README's fidelity table for one engine: the four Llama-3.1-8B loads of
 docs/validation.md replayed through `revati validate` against their real H200 runs, one run
-each on this host, printed as a markdown table of errors (emulated against real).
+each on this host, printed as a markdown table of errors (emulated against real). With
+--hardware h100, vLLM's four loads against real runs on an H100, emulated as one.
 
-    PYTHONPATH=. .venv/bin/python tools/fidelity/loads.py --engine vllm|sglang --out OUT
+    PYTHONPATH=. .venv/bin/python tools/fidelity/loads.py --engine vllm|sglang --out OUT \
+        [--hardware h200|h100]
 
 Runs are kept in OUT/<load>/ and reused (replay.py), so an interrupted script resumes; run it
 on a quiet host and give `python -m revati.hostspeed` beside the table.
@@ -16,19 +18,23 @@ from pathlib import Path
 
 from replay import SGLANG_LLAMA, VLLM_LLAMA, replay
 
-# load -> the real run it replays (validation/README.md)
+# (engine, GPU) -> load -> the real run it replays (validation/README.md)
+VLLM_H100 = VLLM_LLAMA / "2026-12-06-real-h100"
 REAL = {
-    "vllm": {"decode_heavy": VLLM_LLAMA / "2026-12-01-real-warm" / "decode_heavy.json",
-             "prefill_heavy": VLLM_LLAMA / "2026-12-01-real-warm" / "prefill_heavy.json",
-             "mixed_moderate": VLLM_LLAMA / "2026-12-02-real-steps" / "mixed_moderate.json",
-             "mixed_saturating": (VLLM_LLAMA / "2026-12-03-real-steps-saturating"
-                                  / "mixed_saturating.json")},
-    "sglang": {"decode_heavy": SGLANG_LLAMA / "2026-12-03-real-profiled" / "decode_heavy.json",
-               "prefill_heavy": SGLANG_LLAMA / "2026-12-03-real-profiled" / "prefill_heavy.json",
-               "mixed_moderate": (SGLANG_LLAMA / "2026-12-03-real-moderate"
-                                  / "mixed_moderate.json"),
-               "mixed_saturating": (SGLANG_LLAMA / "2026-12-03-real-profiled"
-                                    / "mixed_saturating.json")},
+    ("vllm", "h200"): {
+        "decode_heavy": VLLM_LLAMA / "2026-12-01-real-warm" / "decode_heavy.json",
+        "prefill_heavy": VLLM_LLAMA / "2026-12-01-real-warm" / "prefill_heavy.json",
+        "mixed_moderate": VLLM_LLAMA / "2026-12-02-real-steps" / "mixed_moderate.json",
+        "mixed_saturating": (VLLM_LLAMA / "2026-12-03-real-steps-saturating"
+                             / "mixed_saturating.json")},
+    ("vllm", "h100"): {load: VLLM_H100 / f"{load}.json.gz" for load in
+                       ("decode_heavy", "prefill_heavy", "mixed_moderate", "mixed_saturating")},
+    ("sglang", "h200"): {
+        "decode_heavy": SGLANG_LLAMA / "2026-12-03-real-profiled" / "decode_heavy.json",
+        "prefill_heavy": SGLANG_LLAMA / "2026-12-03-real-profiled" / "prefill_heavy.json",
+        "mixed_moderate": SGLANG_LLAMA / "2026-12-03-real-moderate" / "mixed_moderate.json",
+        "mixed_saturating": (SGLANG_LLAMA / "2026-12-03-real-profiled"
+                             / "mixed_saturating.json")},
 }
 COLUMNS = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "p99_ttft_ms", "p99_itl_ms")
 
@@ -36,12 +42,16 @@ COLUMNS = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "p99_ttft_ms", "
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engine", choices=sorted(REAL), required=True)
+    p.add_argument("--engine", choices=sorted({e for e, _ in REAL}), required=True)
+    p.add_argument("--hardware", choices=sorted({h for _, h in REAL}), default="h200")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
+    if (args.engine, args.hardware) not in REAL:
+        p.error(f"no real {args.engine} runs on the {args.hardware} to replay")
     print(f"| load | {' | '.join(COLUMNS)} |\n|---|{'---:|' * len(COLUMNS)}")
-    for load, real in REAL[args.engine].items():
-        got = replay(real, args.out / load, engine=args.engine, metrics=COLUMNS)
+    for load, real in REAL[args.engine, args.hardware].items():
+        got = replay(real, args.out / load, engine=args.engine, metrics=COLUMNS,
+                     hardware=args.hardware)
         cells = [f"{(e / r - 1) * 100:+.1f} %" for r, e in (got[m] for m in COLUMNS)]
         print(f"| {load} | {' | '.join(cells)} |", flush=True)
     return 0

@@ -1,7 +1,7 @@
-"""One real H200 run of Llama-3.1-8B (vLLM 0.26.0 or SGLang 0.5.17) replayed through `revati
-validate`, as knobs.py, host_states.py and loads.py do: the same requests, 16 warm-ups, a
-4,096-token context. The run is kept in OUT and reused when its validation.json exists, so a
-script resumes."""
+"""One real run of Llama-3.1-8B (vLLM 0.26.0 or SGLang 0.5.17; on the H200, or the GPU named)
+replayed through `revati validate`, as knobs.py, host_states.py and loads.py do: the same
+requests, 16 warm-ups, a 4,096-token context. The run is kept in OUT and reused when its
+validation.json exists, so a script resumes."""
 
 from __future__ import annotations
 
@@ -31,15 +31,15 @@ METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
 
 def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
            engine_args: Sequence[str] = (), prefix: Sequence[str] = (), engine: str = "vllm",
-           metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = REAL_MODEL
-           ) -> dict[str, tuple[float, float]]:
+           metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = REAL_MODEL,
+           hardware: str = "h200") -> dict[str, tuple[float, float]]:
     """metric -> (real, emulated) of `metrics`; `prefix` runs the command under another
     (taskset), bench_args go to revati validate, engine_args to the engine; model: the
-    catalog model emulated."""
+    catalog model emulated; hardware: the GPU the real run had, emulated."""
     result = out / "validation.json"
     if not result.is_file():
         cmd = [*prefix, sys.executable, "-m", "revati.cli.main", "validate", "--real",
-               str(real), "--engine", engine, "--model", model, "--hardware", "h200",
+               str(real), "--engine", engine, "--model", model, "--hardware", hardware,
                "--num-warmups", "16", *bench_args, "--out", str(out), "--", *CONTEXT[engine],
                *engine_args]
         print(f"replay: {' '.join(cmd)}", flush=True)

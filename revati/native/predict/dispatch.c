@@ -94,7 +94,8 @@ static void make_key(struct key *k, const struct rv_launch *l, const struct rv_a
 /* ---------------------------------------------------------------- prediction */
 
 /* The models learnt log(measured / roofline) on the profiled GPU, so they are evaluated
- * against that GPU's spec (g_model_spec), never this run's: a spec edit cannot shift them. */
+ * against that GPU's spec (g_model_spec), never this run's: a spec edit cannot shift them. A
+ * run on another GPU with those models (g_transfer) carries each time over (on_this_gpu). */
 static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_shape *a,
                                 int *source, int *flags)
 {
@@ -106,9 +107,10 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
         int moe_fam = family_by_op(RV_OP_MOE_SHAPE);
         if (moe_fam >= 0 && g_fam[moe_fam].booster) {
             int n = rv_moe_features(l, g_moe_experts, g_moe_top_k, g_model_spec, x);
+            int64_t roof = rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_model_spec);
             *source = RV_SRC_MODEL;
-            return evaluate(moe_fam, x, n,
-                            rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_model_spec));
+            return on_this_gpu(evaluate(moe_fam, x, n, roof), roof,
+                               rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_spec));
         }
         *source = RV_SRC_ROOFLINE;
         return rv_moe_roofline_ns(l, g_moe_experts, g_moe_top_k, g_spec);
@@ -124,7 +126,9 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
                 x[0] = NAN; /* a kernel the profile never ran: kernel id unknown */
             }
             *source = RV_SRC_MODEL;
-            return evaluate(shape_fam, x, n, rv_attention_roofline_ns(a, g_model_spec));
+            int64_t roof = rv_attention_roofline_ns(a, g_model_spec);
+            return on_this_gpu(evaluate(shape_fam, x, n, roof), roof,
+                               rv_attention_roofline_ns(a, g_spec));
         }
     } else {
         fam = family_by_op(l->op);
@@ -156,7 +160,8 @@ static int64_t predict_uncached(const struct rv_launch *l, const struct rv_attn_
     }
     if (g_fam[fam].launch_only) *flags |= PRED_LAUNCH_ONLY;
     *source = RV_SRC_MODEL;
-    return evaluate(fam, x, n, rv_roofline_ns(l, g_model_spec));
+    int64_t roof = rv_roofline_ns(l, g_model_spec);
+    return on_this_gpu(evaluate(fam, x, n, roof), roof, rv_roofline_ns(l, g_spec));
 }
 
 void count_prediction(int64_t ns, int src, int flags)
@@ -336,7 +341,9 @@ static int64_t predict_mixed(const struct rv_launch *l, int *source)
         if (kid >= 0) {
             double x[NFEAT_MAX];
             int n = rv_attention_mix_features(&m, g_model_spec, kid, x);
-            ns = evaluate(mix_fam, x, n, rv_attention_mix_roofline_ns(&m, g_model_spec));
+            int64_t roof = rv_attention_mix_roofline_ns(&m, g_model_spec);
+            ns = on_this_gpu(evaluate(mix_fam, x, n, roof), roof,
+                             rv_attention_mix_roofline_ns(&m, g_spec));
             src = RV_SRC_MODEL;
             flags = 0;
         }

@@ -21,6 +21,10 @@ double g_coll[CT_N][CT_MAX_RANKS + 1][2];
 double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 int g_moe_experts, g_moe_top_k; /* REVATI_MOE: the served model's routing (0: none) */
 int64_t g_fixed_ns = -1;
+/* The models were trained on another GPU of this run's architecture (revati/device/env.py
+ * picks them where this GPU has none): each prediction is that GPU's time, which
+ * on_this_gpu carries over (docs/predictor.md, "Another GPU of the same architecture"). */
+int g_transfer;
 
 struct pattern { int family; char *needle; };
 struct vocab_entry { uint64_t hash; int family; int id; };
@@ -318,6 +322,22 @@ void init(void)
         die("REVATI_MOE is not \"<experts> <experts per token>\"");
     const char *idx = getenv("REVATI_PREDICT_MODELS");
     if (idx && *idx) load_index(idx);
+    const char *transfer = getenv("REVATI_PREDICT_TRANSFER");
+    g_transfer = transfer && !strcmp(transfer, "1");
+}
+
+int64_t on_this_gpu(int64_t ns, int64_t roof_model, int64_t roof_run)
+{
+    if (!g_transfer || roof_model <= 0 || roof_run <= 0) return ns;
+    /* What the roofline adds (or saves) on this GPU is added to the trained GPU's time: the
+     * part of a kernel's time that its roofline does not explain (latency, launch, a small
+     * grid) does not scale with bandwidth, and scaling the whole time by the rooflines' ratio
+     * read real H100 runs worse (docs/validation.md, "An H100"). A saving is at most the
+     * ratio's. */
+    int64_t add = ns + (roof_run - roof_model);
+    if (roof_run >= roof_model) return add;
+    int64_t scaled = (int64_t)llround((double)ns * (double)roof_run / (double)roof_model);
+    return add > scaled ? add : scaled;
 }
 
 /* ---------------------------------------------------------------- prediction */

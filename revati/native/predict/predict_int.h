@@ -145,6 +145,7 @@ extern double g_coll[CT_N][CT_MAX_RANKS + 1][2];
 extern double g_model_spec[SP_N]; /* the GPU the models were trained on (index 'spec' lines) */
 extern int g_moe_experts, g_moe_top_k; /* REVATI_MOE: the served model's routing (0: none) */
 extern int64_t g_fixed_ns;        /* REVATI_PREDICT_FIXED_NS (-1: not set) */
+extern int g_transfer;            /* REVATI_PREDICT_TRANSFER: the models are another GPU's */
 
 struct family {
     char name[64];
@@ -182,6 +183,9 @@ int vocab_id(struct name_hash h, int family);
 int classify(const char *name, struct name_hash *hash);
 int family_by_op(int op);
 int64_t evaluate(int fam, const double *x, int n, int64_t roof);
+/* A model's time on the GPU it was trained on, carried to this run's GPU when they differ
+ * (g_transfer): plus what this GPU's roofline for the same work adds to that GPU's. */
+int64_t on_this_gpu(int64_t ns, int64_t roof_model, int64_t roof_run);
 
 /* ---------------------------------------------------------------- dispatch.c */
 
