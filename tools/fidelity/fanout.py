@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from pinned import emulated
+
 STEPS = 200
 
 
@@ -77,16 +76,12 @@ def main() -> int:
         program(STEPS, args.workers, args.engine_ms / 1000, args.worker_ms / 1000)
         return 0
     node_ms = args.engine_ms + args.worker_ms
-    mine = sorted(os.sched_getaffinity(0))
     for n in (int(c) for c in args.cpus.split(",")):
-        cpus = ",".join(str(c) for c in mine[:n])
-        out = subprocess.run(
-            ["taskset", "-c", cpus, sys.executable, "-m", "revati.cli.main", "run", "--cores",
-             str(n), "--", sys.executable, __file__, "--program", "--workers", str(args.workers),
-             "--engine-ms", str(args.engine_ms), "--worker-ms", str(args.worker_ms)],
-            capture_output=True, text=True, check=True, cwd=REPO)
-        print(f"{args.workers} workers on {n} CPU(s) (--cores {n}): {float(out.stdout):.3f} ms "
-              f"of virtual time a step ({node_ms:.3f} ms of CPU on the node plus hand-offs)")
+        ms = emulated(n, str(n), [__file__, "--program", "--workers", str(args.workers),
+                                  "--engine-ms", str(args.engine_ms),
+                                  "--worker-ms", str(args.worker_ms)])
+        print(f"{args.workers} workers on {n} CPU(s) (--cores {n}): {ms:.3f} ms of virtual time "
+              f"a step ({node_ms:.3f} ms of CPU on the node plus hand-offs)")
     return 0
 
 

@@ -15,10 +15,10 @@ other's 2 ms (a round is 1 + max(2, MS) ms there) and on one core cannot
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
+
+from pinned import emulated, first_cpus
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "tests" / "timewarp" / "programs" / "pingpong.py"
@@ -33,13 +33,9 @@ def main() -> int:
                    help="ms of CPU work the waker does after each send")
     args = p.parse_args()
     node_ms = 1 + max(2, args.after)
-    cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:args.cpus])
     for cores in args.cores.split(","):
-        out = subprocess.run(["taskset", "-c", cpus, sys.executable, "-m", "revati.cli.main",
-                              "run", "--cores", cores, "--", sys.executable, str(PROGRAM),
-                              str(ROUNDS), str(args.after)],
-                             capture_output=True, text=True, check=True, cwd=REPO)
-        print(f"--cores {cores} on CPUs {cpus}: {float(out.stdout):.3f} ms of virtual time a "
+        ms = emulated(args.cpus, cores, [str(PROGRAM), str(ROUNDS), str(args.after)])
+        print(f"--cores {cores} on CPUs {first_cpus(args.cpus)}: {ms:.3f} ms of virtual time a "
               f"round ({node_ms:.3f} ms of CPU on the node plus two hand-offs)")
     return 0
 
