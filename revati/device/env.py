@@ -15,7 +15,7 @@ import logging
 import os
 import pathlib
 
-from revati.device.spec import gpu_family, load_spec, write_flat
+from revati.device.spec import HardwareSpec, gpu_family, load_spec, write_flat
 from revati.native import library
 from revati.predict.registry import predictor_env, shipped_models
 
@@ -53,23 +53,26 @@ def driver_dir(workdir: pathlib.Path) -> pathlib.Path:
     return lib
 
 
-def _predictor(hardware: str, spec_file: pathlib.Path) -> dict[str, str]:
+def _predictor(spec: HardwareSpec, spec_file: pathlib.Path) -> dict[str, str]:
     """The predictor's environment: this run's spec and the duration models trained for this
     GPU (revati/predict/data/models/<gpu>, named by the part of the spec name before the form
     factor: h200_sxm -> h200). A GPU without models of its own takes those of a GPU of the
     same architecture (the H100 the H200's), whose times the C predictor carries over by the
-    two rooflines; with none either, the predictor falls back to the roofline for every
-    kernel. The run says which."""
-    try:
-        return predictor_env(gpu_family(hardware), spec_file)
-    except FileNotFoundError as e:
-        architecture = load_spec(hardware).architecture
-        kin = [gpu for gpu in shipped_models() if load_spec(gpu).architecture == architecture]
+    two rooflines; with neither (or no LightGBM), the predictor falls back to the roofline for
+    every kernel. The run says which."""
+    gpu = gpu_family(spec.key)
+    models = gpu
+    shipped = shipped_models()
+    if gpu not in shipped:
+        kin = [g for g in shipped if load_spec(g).architecture == spec.architecture]
         if kin:
+            models = kin[0]
             log.warning("no trained models for '%s': using the %s's, each kernel's time plus "
                         "what this GPU's roofline adds to the %s's (docs/predictor.md)",
-                        gpu_family(hardware), kin[0], kin[0])
-            return predictor_env(kin[0], spec_file, transfer=True)
+                        gpu, models, models)
+    try:
+        return predictor_env(models, spec_file, transfer=models != gpu)
+    except FileNotFoundError as e:
         log.warning("%s: kernel durations come from the roofline alone", e)
         return {"REVATI_HW_SPEC": str(spec_file)}
 
@@ -87,7 +90,7 @@ def emulated_device_env(hardware: str, gpus: int, workdir: pathlib.Path) -> dict
     spec_file = write_flat(spec, workdir / f"hw_{spec.key}.spec")
     lib = driver_dir(workdir)
     return {
-        **_predictor(spec.key, spec_file),
+        **_predictor(spec, spec_file),
         "LD_LIBRARY_PATH": str(lib),
         # torch finds NCCL through its RPATH, which LD_LIBRARY_PATH cannot override; a
         # preloaded library of the same SONAME satisfies that lookup and vLLM's dlopen.

@@ -47,3 +47,16 @@ def test_a_gpu_without_models_takes_those_of_its_architecture(tmp_path):
     h200 = emulated_device_env("h200_sxm", 1, tmp_path / "h200")
     assert pathlib.Path(h200["REVATI_PREDICT_MODELS"]).parent.name == "h200"
     assert "REVATI_PREDICT_TRANSFER" not in h200
+
+
+def test_without_lightgbm_every_gpu_falls_back_to_the_roofline(tmp_path, monkeypatch):
+    from revati.predict import registry
+
+    def missing() -> pathlib.Path:
+        raise FileNotFoundError("lightgbm is not installed")
+
+    monkeypatch.setattr(registry, "lightgbm_library", missing)
+    for hardware in ("h200_sxm", "h100_sxm"):
+        env = emulated_device_env(hardware, 1, tmp_path / hardware)
+        assert "REVATI_PREDICT_MODELS" not in env and "REVATI_PREDICT_TRANSFER" not in env
+        assert env["REVATI_HW_SPEC"]
