@@ -5,6 +5,7 @@ after a minute of engine start-up. What only the engine can judge (its own flags
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from revati.bench.errors import BenchError
 from revati.device.spec import load_spec
 from revati.engines import ENGINES, versions
 from revati.models.catalog import UnknownModelError, load_model
-from revati.models.layout import context_problem, layout_problem
+from revati.models.layout import context_problem, layout_problem, memory_problem
 from revati.workload import datasets
 
 if TYPE_CHECKING:
@@ -54,14 +55,25 @@ def check_numbers(opts: BenchOptions) -> None:
         raise BenchError(f"--port must be from 1 to 65535, not {opts.port}")
 
 
+# what lets vLLM and SGLang serve a context beyond the model's positions
+LONG_CONTEXT_VARIABLES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+                          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+
+
 def context_length(opts: BenchOptions, config: dict) -> tuple[int, str]:
     """The context a request may fill and what set it: the engine's flag when given (a
     value the engine reads otherwise is its to judge), else the model's position limit."""
     flag = ENGINES[versions.split(opts.engine)[0]].CONTEXT_FLAG
     given = engine_flag(opts.engine_args, flag)
+    positions = int(config["max_position_embeddings"])
     if given is not None and given.isdigit():
+        # both engines refuse a context beyond the model's positions (unless an environment
+        # variable of theirs allows it, which a user who sets it can pass to the engine)
+        if int(given) > positions and not any(v in os.environ for v in LONG_CONTEXT_VARIABLES):
+            raise BenchError(f"{flag}={given} exceeds max_position_embeddings={positions} of "
+                             f"{opts.model}")
         return int(given), flag
-    return int(config["max_position_embeddings"]), f"{opts.model}'s max_position_embeddings"
+    return positions, f"{opts.model}'s max_position_embeddings"
 
 
 def check_requests(opts: BenchOptions, max_len: int, setting: str) -> None:
@@ -90,6 +102,55 @@ def check_requests(opts: BenchOptions, max_len: int, setting: str) -> None:
     elif opts.dataset not in datasets.DATASETS:
         raise BenchError(f"unknown dataset {opts.dataset!r} "
                          f"(known: {', '.join(datasets.DATASETS)})")
+
+
+# the engines' --dtype names (both take torch's) as revati.models.sizing names them
+_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+           "float": "float32", "float32": "float32"}
+
+
+def _dtypes(args: list[str], config: dict) -> tuple[str, str] | None:
+    """(weight dtype, KV-cache dtype) the engine arguments give, None where unsure."""
+    given = engine_flag(args, "--dtype") or "auto"
+    weights = config.get("torch_dtype", "bfloat16") if given == "auto" else _DTYPES.get(given)
+    kv = engine_flag(args, "--kv-cache-dtype") or "auto"
+    if weights is None or weights not in _DTYPES.values():
+        return None
+    if kv == "auto":
+        return weights, weights
+    return (weights, "fp8") if kv.startswith("fp8") else None
+
+
+def check_memory(opts: BenchOptions, config: dict, hardware: str, max_len: int,
+                 setting: str) -> None:
+    """The layout's weights (and, where the engine asks for it, the KV cache of one request
+    of the whole context) fit the GPU memory the engine takes: a 70B model on one H200 fails
+    here at once instead of after the engine's minute of start-up. Weights that quantization
+    or CPU offload shrink, and dtypes it does not know, are the engine's to judge."""
+    engine = ENGINES[versions.split(opts.engine)[0]]
+    args = opts.engine_args
+    dtypes = _dtypes(args, config)
+    if dtypes is None or any(engine_flag(args, f) is not None for f in engine.WEIGHT_FLAGS):
+        return
+    given = engine_flag(args, engine.MEMORY_FLAG)
+    try:
+        share = float(given) if given is not None else engine.MEMORY_DEFAULT or 1.0
+    except ValueError:
+        return
+    spec = load_spec(hardware)
+    # the context counts where the engine asks for it and a flag set it: a model's own limit
+    # may be one the engine shortens
+    kv_tokens = max_len if engine.KV_FOR_ONE_CONTEXT and setting == engine.CONTEXT_FLAG else 0
+    problem = memory_problem(
+        opts.model, config, opts.tp, opts.pp, weight_dtype=dtypes[0], kv_dtype=dtypes[1],
+        context_tokens=kv_tokens,
+        usable_bytes=spec.memory_bytes * share - spec.context_reserved_bytes,
+        total_bytes=spec.memory_bytes,
+        setting=f"{engine.MEMORY_FLAG}={given if given is not None else share}"
+                + ("" if given is not None else " (its default)" if engine.MEMORY_DEFAULT
+                   else " (the whole GPU)"))
+    if problem:
+        raise BenchError(problem)
 
 
 def check_out(opts: BenchOptions) -> None:
@@ -121,5 +182,7 @@ def check_options(opts: BenchOptions, hardware: str) -> None:
     problem = layout_problem(opts.model, config, opts.tp, opts.pp)
     if problem:
         raise BenchError(problem)
-    check_requests(opts, *context_length(opts, config))
+    max_len, setting = context_length(opts, config)
+    check_requests(opts, max_len, setting)
+    check_memory(opts, config, hardware, max_len, setting)
     check_out(opts)

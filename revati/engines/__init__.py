@@ -1,6 +1,7 @@
 """The serving engines Revati runs unmodified, one module each (vllm, sglang), with one
-interface: NAME, MODULE, CONTEXT_FLAG, BENCH_BACKEND, JIT_DURING_SERVING, ENV_PREFIXES, ENV,
-serve_env, has_engine, serve_command, is_ready, num_gpu_blocks."""
+interface: NAME, MODULE, CONTEXT_FLAG, MEMORY_FLAG, MEMORY_DEFAULT, KV_FOR_ONE_CONTEXT,
+WEIGHT_FLAGS, BENCH_BACKEND, JIT_DURING_SERVING, ENV_PREFIXES, ENV, serve_env, has_engine,
+serve_command, is_ready, num_gpu_blocks."""
 
 from __future__ import annotations
 

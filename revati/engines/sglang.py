@@ -23,6 +23,13 @@ NAME = "sglang"
 MODULE = "sglang"
 # the engine flag that sets the context (prompt plus output) a request may have
 CONTEXT_FLAG = "--context-length"
+# the flag of the share of GPU memory the engine takes; by default SGLang sizes it from the
+# GPU's memory (no one figure), so only the whole memory bounds it
+MEMORY_FLAG, MEMORY_DEFAULT = "--mem-fraction-static", None
+# a KV cache shorter than the context serves shorter requests
+KV_FOR_ONE_CONTEXT = False
+# flags after which the weights on a GPU are not the checkpoint's dtype in full
+WEIGHT_FLAGS = ("--quantization", "--cpu-offload-gb")
 # `vllm bench serve` drives every engine; SGLang serves the same OpenAI completions API,
 # which vLLM's client calls "openai" (the request function is the one of its "vllm")
 BENCH_BACKEND = "openai"

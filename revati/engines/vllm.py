@@ -24,6 +24,12 @@ NAME = "vllm"
 MODULE = "vllm"
 # the engine flag that sets the context (prompt plus output) a request may have
 CONTEXT_FLAG = "--max-model-len"
+# the flag of the share of GPU memory the engine takes, and its default (vllm/config/cache.py)
+MEMORY_FLAG, MEMORY_DEFAULT = "--gpu-memory-utilization", 0.92
+# vLLM refuses to start unless its KV cache holds one request of the whole context
+KV_FOR_ONE_CONTEXT = True
+# flags after which the weights on a GPU are not the checkpoint's dtype in full
+WEIGHT_FLAGS = ("--quantization", "-q", "--cpu-offload-gb")
 BENCH_BACKEND = "vllm"
 # What vLLM's jit_monitor logs for a kernel compiled after its warm-up, while serving
 # (vllm/utils/jit_monitor.py; once per kernel and configuration): the kernel's name

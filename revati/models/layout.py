@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from revati.models.sizing import kv_cache_bytes_per_token, weight_bytes_per_gpu
+
+GIB = 1 << 30
+
 
 def tp_problem(model: str, tp: int, heads: int, kv_heads: int) -> str | None:
     # The engines split attention heads evenly over TP ranks; KV heads are split when there
@@ -43,3 +47,22 @@ def context_problem(input_len: int, output_len: int, max_len: int, setting: str)
     if input_len + output_len > max_len:
         return f"input_len={input_len} + output_len={output_len} exceeds {setting}={max_len}"
     return None
+
+
+def memory_problem(model: str, config: dict[str, Any], tp: int, pp: int, *, weight_dtype: str,
+                   kv_dtype: str, context_tokens: int, usable_bytes: float, total_bytes: int,
+                   setting: str) -> str | None:
+    """Weights of the most loaded GPU, plus the KV cache of one context_tokens-long request
+    (vLLM refuses to start unless its cache holds one; 0 where the engine does not ask),
+    against the memory the engine gives them (usable_bytes, what `setting` leaves of the
+    GPU's total_bytes). Activations are not counted: a layout this refuses cannot start,
+    one it passes may still not."""
+    weights = weight_bytes_per_gpu(config, tp, pp, weight_dtype)
+    kv = kv_cache_bytes_per_token(config, kv_dtype, tp, pp) * context_tokens
+    if weights + kv <= usable_bytes:
+        return None
+    need = f"weights {weights / GIB:.1f} GiB"
+    if context_tokens:
+        need += f" + KV of one {context_tokens}-token sequence {kv / GIB:.2f} GiB"
+    return (f"{model} at tp={tp} pp={pp}: {need} per GPU exceed the {usable_bytes / GIB:.1f} "
+            f"GiB usable of {total_bytes / GIB:.1f} GiB at {setting}")

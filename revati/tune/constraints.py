@@ -12,12 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from revati.models.layout import context_problem, pp_problem, tp_problem
-from revati.models.sizing import kv_cache_bytes_per_token, weight_bytes_per_gpu
+from revati.models.layout import context_problem, memory_problem, pp_problem, tp_problem
 from revati.tune.errors import ConfigError
 from revati.tune.walltime import estimate_wall_s, minutes
-
-GIB = 1 << 30
 
 
 def _tp(cfg: Any) -> int:
@@ -72,18 +69,15 @@ def _dtypes(cfg: Any) -> tuple[str, str]:
 def fits_in_memory(cfg: Any) -> str | None:
     # vLLM budgets gpu_memory_utilization x total memory for weights, activations, the CUDA
     # context and the KV cache, and refuses to start unless the KV cache holds at least
-    # one max_model_len sequence. Activations are not modelled, so this is a lower bound.
-    mc, tp, pp = cfg.model.config, _tp(cfg), _pp(cfg)
+    # one max_model_len sequence.
     w_dtype, kv_dtype = _dtypes(cfg)
-    weights = weight_bytes_per_gpu(mc, tp, pp, w_dtype)
-    kv = kv_cache_bytes_per_token(mc, kv_dtype, tp, pp) * cfg.engine.max_model_len
-    budget = (cfg.hardware.memory_bytes * cfg.engine.gpu_memory_utilization
-              - cfg.hardware.context_reserved_bytes)
-    if weights + kv > budget:
-        return (f"{cfg.model.name} at tp={tp} pp={pp}: weights {weights / GIB:.1f} GiB + KV of one "
-                f"{cfg.engine.max_model_len}-token sequence {kv / GIB:.2f} GiB per GPU exceed "
-                f"the {budget / GIB:.1f} GiB usable of {cfg.hardware.memory_bytes / GIB:.1f} GiB")
-    return None
+    hw, util = cfg.hardware, cfg.engine.gpu_memory_utilization
+    return memory_problem(cfg.model.name, cfg.model.config, _tp(cfg), _pp(cfg),
+                          weight_dtype=w_dtype, kv_dtype=kv_dtype,
+                          context_tokens=cfg.engine.max_model_len,
+                          usable_bytes=hw.memory_bytes * util - hw.context_reserved_bytes,
+                          total_bytes=hw.memory_bytes,
+                          setting=f"gpu_memory_utilization={util}")
 
 
 def batch_token_budget(cfg: Any) -> str | None:

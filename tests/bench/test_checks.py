@@ -6,8 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from revati.bench.checks import check_memory, context_length
+from revati.bench.errors import BenchError
+from revati.models.catalog import load_model
 
 REVATI = [sys.executable, "-m", "revati.cli.main"]
 BENCH = [*REVATI, "bench", "--model", "llama3_8b", "--hardware", "h200"]
@@ -35,6 +40,18 @@ CASES = {
     "beyond the model's positions": (
         ["--input-len", "131000"],
         "exceeds llama3_8b's max_position_embeddings=131072"),
+    "a context beyond the model's positions": (
+        ["--", "--max-model-len", "200000"],
+        "--max-model-len=200000 exceeds max_position_embeddings=131072 of llama3_8b"),
+    "weights beyond the GPU's memory": (
+        ["--model", "llama3_70b"],
+        "llama3_70b at tp=1 pp=1: weights 131.4 GiB per GPU exceed the 128.1 GiB usable of "
+        "139.8 GiB at --gpu-memory-utilization=0.92 (its default)"),
+    "one whole-context request beyond the KV cache": (
+        ["--model", "llama3_70b", "--tp", "2", "--", "--max-model-len", "131072",
+         "--gpu-memory-utilization", "0.55"],
+        "weights 65.7 GiB + KV of one 131072-token sequence 20.00 GiB per GPU exceed the "
+        "76.4 GiB usable"),
     "layout against the heads": (
         ["--tp", "3"], "tensor_parallel_size=3 does not divide num_attention_heads=32"),
     "more GPUs than a node": (["--tp", "16"], "--tp 16 x --pp 1 = 16 GPUs; one h200_sxm node"),
@@ -68,3 +85,26 @@ def test_predictor_report_names_an_unknown_hardware(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip() == ("revati predictor: unknown hardware 'z999'; known: "
                                 "h100_sxm, h200_sxm")
+
+
+def _opts(engine: str, model: str, tp: int, *engine_args: str) -> SimpleNamespace:
+    return SimpleNamespace(engine=engine, model=model, tp=tp, pp=1, engine_args=list(engine_args))
+
+
+def _memory(opts: SimpleNamespace, hardware: str) -> None:
+    config = load_model(opts.model).config
+    check_memory(opts, config, hardware, *context_length(opts, config))
+
+
+def test_memory_is_the_engines_to_judge_where_the_weights_shrink_or_the_share_is_its_own():
+    # quantized or offloaded weights are not the checkpoint's bytes: left to the engine
+    _memory(_opts("vllm", "llama3_70b", 1, "--quantization", "fp8"), "h200_sxm")
+    _memory(_opts("vllm", "llama3_70b", 1, "--cpu-offload-gb", "40"), "h200_sxm")
+    # SGLang sizes its share from the GPU: only the whole memory bounds it
+    _memory(_opts("sglang", "llama3_70b", 1), "h200_sxm")
+    with pytest.raises(BenchError, match=r"--mem-fraction-static=1.0 \(the whole GPU\)"):
+        _memory(_opts("sglang", "llama3_70b", 1), "h100_sxm")
+    # a share the user gives counts, in both engines
+    with pytest.raises(BenchError, match="--mem-fraction-static=0.8$"):
+        _memory(_opts("sglang", "llama3_70b", 2, "--mem-fraction-static", "0.8"), "h100_sxm")
+    _memory(_opts("vllm", "llama3_70b", 2, "--gpu-memory-utilization", "0.95"), "h100_sxm")
