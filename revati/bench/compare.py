@@ -29,8 +29,16 @@ NOT_COMPARED = {"num_prompts", "request_rate", "burstiness", "max_concurrency", 
 
 def read_result(path: Path) -> dict:
     """A `vllm bench serve --save-result` JSON, gzipped (.gz) or not."""
-    data = path.read_bytes()
-    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    try:
+        data = path.read_bytes()
+        result = json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    except (gzip.BadGzipFile, EOFError, ValueError) as e:   # ValueError: json's
+        raise BenchError(f"--real {path}: not a `vllm bench serve` result ({e})") from e
+    except OSError as e:
+        raise BenchError(f"--real {path}: {e.strerror or e}") from e
+    if not isinstance(result, dict):
+        raise BenchError(f"--real {path}: not a `vllm bench serve` result")
+    return result
 
 
 def recorded_requests(real: dict) -> list[datasets.Request]:

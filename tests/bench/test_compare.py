@@ -26,6 +26,22 @@ def test_a_gzipped_result_reads_as_the_plain_one(tmp_path) -> None:
     assert read_result(tmp_path / "r.json.gz") == read_result(tmp_path / "r.json") == real
 
 
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("missing.json", None, "No such file or directory"),
+    ("list.json", b"[1]", "not a `vllm bench serve` result"),
+    ("text.json", b"xx", "not a `vllm bench serve` result (Expecting value"),
+    ("plain.json.gz", b"{}", "not a `vllm bench serve` result (Not a gzipped file"),
+])
+def test_a_real_result_that_cannot_be_read_is_one_line_naming_it(tmp_path, name, content,
+                                                                  message) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(BenchError) as e:
+        read_result(path)
+    assert str(e.value).startswith(f"--real {path}: ") and message in str(e.value)
+
+
 def test_a_result_without_details_is_refused() -> None:
     with pytest.raises(BenchError, match="--save-detailed"):
         recorded_requests({"mean_ttft_ms": 1.0})
