@@ -14,6 +14,7 @@ from revati.device.spec import load_spec
 from revati.engines import ENGINES, versions
 from revati.models.catalog import UnknownModelError, load_model
 from revati.models.layout import context_problem, layout_problem, memory_problem
+from revati.models.sizing import DTYPE_BYTES, engine_dtypes
 from revati.workload import datasets
 
 if TYPE_CHECKING:
@@ -104,23 +105,6 @@ def check_requests(opts: BenchOptions, max_len: int, setting: str) -> None:
                          f"(known: {', '.join(datasets.DATASETS)})")
 
 
-# the engines' --dtype names (both take torch's) as revati.models.sizing names them
-_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
-           "float": "float32", "float32": "float32"}
-
-
-def _dtypes(args: list[str], config: dict) -> tuple[str, str] | None:
-    """(weight dtype, KV-cache dtype) the engine arguments give, None where unsure."""
-    given = engine_flag(args, "--dtype") or "auto"
-    weights = config.get("torch_dtype", "bfloat16") if given == "auto" else _DTYPES.get(given)
-    kv = engine_flag(args, "--kv-cache-dtype") or "auto"
-    if weights is None or weights not in _DTYPES.values():
-        return None
-    if kv == "auto":
-        return weights, weights
-    return (weights, "fp8") if kv.startswith("fp8") else None
-
-
 def check_memory(opts: BenchOptions, config: dict, hardware: str, max_len: int,
                  setting: str) -> None:
     """The layout's weights (and, where the engine asks for it, the KV cache of one request
@@ -129,26 +113,30 @@ def check_memory(opts: BenchOptions, config: dict, hardware: str, max_len: int,
     or CPU offload shrink, and dtypes it does not know, are the engine's to judge."""
     engine = ENGINES[versions.split(opts.engine)[0]]
     args = opts.engine_args
-    dtypes = _dtypes(args, config)
-    if dtypes is None or any(engine_flag(args, f) is not None for f in engine.WEIGHT_FLAGS):
+    w_dtype, kv_dtype = engine_dtypes(engine_flag(args, "--dtype") or "auto",
+                                      engine_flag(args, "--kv-cache-dtype") or "auto",
+                                      config.get("torch_dtype", "bfloat16"))
+    if ({w_dtype, kv_dtype} - DTYPE_BYTES.keys()
+            or any(engine_flag(args, f) is not None for f in engine.WEIGHT_FLAGS)):
         return
     given = engine_flag(args, engine.MEMORY_FLAG)
-    try:
-        share = float(given) if given is not None else engine.MEMORY_DEFAULT or 1.0
-    except ValueError:
-        return
+    if given is None:
+        share = engine.MEMORY_DEFAULT or 1.0
+        shown = f"{share} ({'its default' if engine.MEMORY_DEFAULT else 'the whole GPU'})"
+    else:
+        try:
+            share, shown = float(given), given
+        except ValueError:
+            return
     spec = load_spec(hardware)
     # the context counts where the engine asks for it and a flag set it: a model's own limit
     # may be one the engine shortens
     kv_tokens = max_len if engine.KV_FOR_ONE_CONTEXT and setting == engine.CONTEXT_FLAG else 0
     problem = memory_problem(
-        opts.model, config, opts.tp, opts.pp, weight_dtype=dtypes[0], kv_dtype=dtypes[1],
+        opts.model, config, opts.tp, opts.pp, weight_dtype=w_dtype, kv_dtype=kv_dtype,
         context_tokens=kv_tokens,
         usable_bytes=spec.memory_bytes * share - spec.context_reserved_bytes,
-        total_bytes=spec.memory_bytes,
-        setting=f"{engine.MEMORY_FLAG}={given if given is not None else share}"
-                + ("" if given is not None else " (its default)" if engine.MEMORY_DEFAULT
-                   else " (the whole GPU)"))
+        total_bytes=spec.memory_bytes, setting=f"{engine.MEMORY_FLAG}={shown}")
     if problem:
         raise BenchError(problem)
 

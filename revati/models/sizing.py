@@ -19,6 +19,21 @@ _IMPLICIT_QKV_BIAS = {"qwen2"}
 _QK_NORM = {"qwen3", "qwen3_moe"}
 
 
+# the engines' (torch's) names of dtypes this module spells otherwise
+_DTYPE_ALIASES = {"half": "float16", "float": "float32"}
+
+
+def engine_dtypes(weights: str, kv_cache: str, model_dtype: str) -> tuple[str, str]:
+    """(weight dtype, KV-cache dtype) as this module names them, from an engine's --dtype and
+    --kv-cache-dtype values: "auto" is the checkpoint's dtype (model_dtype) for the weights
+    and the weights' for the KV cache, every fp8 variant is fp8. A name it does not know is
+    returned as given (dtype_bytes says so)."""
+    w = model_dtype if weights == "auto" else _DTYPE_ALIASES.get(weights, weights)
+    if kv_cache == "auto":
+        return w, w
+    return w, "fp8" if kv_cache.startswith("fp8") else _DTYPE_ALIASES.get(kv_cache, kv_cache)
+
+
 def dtype_bytes(dtype: str) -> int:
     try:
         return DTYPE_BYTES[dtype]

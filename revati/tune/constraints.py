@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from revati.models.layout import context_problem, memory_problem, pp_problem, tp_problem
+from revati.models.sizing import engine_dtypes
 from revati.tune.errors import ConfigError
 from revati.tune.walltime import estimate_wall_s, minutes
 
@@ -57,20 +58,12 @@ def pp_divides_layers(cfg: Any) -> str | None:
     return pp_problem(cfg.model.name, _pp(cfg), cfg.model.config.num_hidden_layers)
 
 
-def _dtypes(cfg: Any) -> tuple[str, str]:
-    """(weight dtype, KV-cache dtype) as revati.models.sizing names them."""
-    weights = cfg.engine.dtype
-    if weights == "auto":
-        weights = cfg.model.config.torch_dtype
-    kv = cfg.engine.kv_cache_dtype
-    return weights, weights if kv == "auto" else ("fp8" if kv.startswith("fp8") else kv)
-
-
 def fits_in_memory(cfg: Any) -> str | None:
     # vLLM budgets gpu_memory_utilization x total memory for weights, activations, the CUDA
     # context and the KV cache, and refuses to start unless the KV cache holds at least
     # one max_model_len sequence.
-    w_dtype, kv_dtype = _dtypes(cfg)
+    w_dtype, kv_dtype = engine_dtypes(cfg.engine.dtype, cfg.engine.kv_cache_dtype,
+                                      cfg.model.config.torch_dtype)
     hw, util = cfg.hardware, cfg.engine.gpu_memory_utilization
     return memory_problem(cfg.model.name, cfg.model.config, _tp(cfg), _pp(cfg),
                           weight_dtype=w_dtype, kv_dtype=kv_dtype,

@@ -9,7 +9,7 @@ between the emulated GPU's steps while its client received tokens too (both on t
 clock), each step marked by its first kernel (STEP_KERNEL, a substring of its name: vLLM's
 Llama-3.1 step opens with the fused embedding and RMSNorm).
 
-    python tools/fidelity/delivery.py RESULT.json[.gz] ... [--gpu-trace gpu_trace.json]
+    .venv/bin/python tools/fidelity/delivery.py RESULT.json[.gz] ... [--gpu-trace gpu_trace.json]
 
 Prints, per file, the steps seen and the period's percentiles in milliseconds.
 """
@@ -17,22 +17,18 @@ Prints, per file, the steps seen and the period's percentiles in milliseconds.
 from __future__ import annotations
 
 import argparse
-import gzip
 import itertools
 import json
 import statistics
 import sys
 from pathlib import Path
 
+from revati.bench.compare import read_result
+
 GAP_MS = 1.0
 STEP_KERNEL = "embedding"
 WINDOW_LEAD_MS = 50.0   # the GPU steps counted start this long before the first token arrived
 QUANTILES = (1, 10, 50, 90, 99)
-
-
-def read(path: Path) -> dict:
-    data = path.read_bytes()
-    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
 
 
 def arrivals_ms(result: dict) -> list[float]:
@@ -79,7 +75,7 @@ def main() -> int:
     args = p.parse_args()
     window = None
     for path in args.results:
-        times = arrivals_ms(read(path))
+        times = arrivals_ms(read_result(path))
         window = window or (times[0], times[-1])
         print(f"{path}: client, {percentiles(step_starts(times, args.gap_ms))}")
     if args.gpu_trace:
