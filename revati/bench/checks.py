@@ -64,16 +64,19 @@ LONG_CONTEXT_VARIABLES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN",
 def context_length(opts: BenchOptions, config: dict) -> tuple[int, str]:
     """The context a request may fill and what set it: the engine's flag when given (a
     value the engine reads otherwise is its to judge), else the model's position limit."""
-    flag = ENGINES[versions.split(opts.engine)[0]].CONTEXT_FLAG
+    engine = ENGINES[versions.split(opts.engine)[0]]
+    flag = engine.CONTEXT_FLAG
     given = engine_flag(opts.engine_args, flag)
+    tokens = engine.context_value(given) if given is not None else None
     positions = int(config["max_position_embeddings"])
-    if given is not None and given.isdigit():
+    if tokens is not None:
         # both engines refuse a context beyond the model's positions (unless an environment
         # variable of theirs allows it, which a user who sets it can pass to the engine)
-        if int(given) > positions and not any(v in os.environ for v in LONG_CONTEXT_VARIABLES):
-            raise BenchError(f"{flag}={given} exceeds max_position_embeddings={positions} of "
+        if tokens > positions and not any(v in os.environ for v in LONG_CONTEXT_VARIABLES):
+            shown = given if str(tokens) == given else f"{given} ({tokens:,} tokens)"
+            raise BenchError(f"{flag}={shown} exceeds max_position_embeddings={positions} of "
                              f"{opts.model}")
-        return int(given), flag
+        return tokens, flag
     return positions, f"{opts.model}'s max_position_embeddings"
 
 

@@ -70,6 +70,12 @@ FLAGS = [
 ]
 
 
+def context_value(text: str) -> int | None:
+    """The context CONTEXT_FLAG's value sets (SGLang reads a plain integer), or None where
+    the value is one SGLang will reject itself."""
+    return int(text) if text.strip().isdigit() else None
+
+
 def cuda_home(python: Path) -> str | None:
     """The CUDA toolkit for SGLang's JIT kernels (rotary, activation and KV-cache stores are
     compiled with nvcc at start-up; FlashInfer's sampler needs curand's headers): $CUDA_HOME,

@@ -69,6 +69,26 @@ ENV = {
 }
 
 
+# vLLM reads --max-model-len as a human-readable count (vllm/utils/argparse_utils.py):
+# "8k" is 8,000, "8K" 8,192; "auto" or -1 leaves it to the model
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def context_value(text: str) -> int | None:
+    """The context CONTEXT_FLAG's value sets, or None where vLLM chooses it or the value is
+    one vLLM will reject itself."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)", text.strip())
+    if not m:
+        return None
+    number, suffix = m.groups()
+    if suffix in _DECIMAL:
+        return int(float(number) * _DECIMAL[suffix])
+    if "." in number:
+        return None
+    return int(number) * _BINARY.get(suffix, 1)
+
+
 def serve_env(base: dict[str, str], python: Path) -> dict[str, str]:
     """The environment of the emulated `vllm serve` (run by `python`): base, ENV, and
     Revati's batch observer (a vLLM plugin, see revati.engines.observers)."""

@@ -108,3 +108,21 @@ def test_memory_is_the_engines_to_judge_where_the_weights_shrink_or_the_share_is
     with pytest.raises(BenchError, match="--mem-fraction-static=0.8$"):
         _memory(_opts("sglang", "llama3_70b", 2, "--mem-fraction-static", "0.8"), "h100_sxm")
     _memory(_opts("vllm", "llama3_70b", 2, "--gpu-memory-utilization", "0.95"), "h100_sxm")
+
+
+def test_a_context_flag_reads_as_its_engine_reads_it():
+    config = load_model("llama3_8b").config
+    positions = (131072, "llama3_8b's max_position_embeddings")
+    # vLLM's human-readable counts: k is 1,000, K is 1,024; auto leaves it to the model
+    for value, tokens in (("8k", 8000), ("8K", 8192), ("25.6k", 25600), ("4096", 4096)):
+        opts = _opts("vllm", "llama3_8b", 1, f"--max-model-len={value}")
+        assert context_length(opts, config) == (tokens, "--max-model-len")
+    assert context_length(_opts("vllm", "llama3_8b", 1, "--max-model-len", "auto"),
+                          config) == positions
+    with pytest.raises(BenchError, match=r"--max-model-len=200k \(200,000 tokens\) exceeds"):
+        context_length(_opts("vllm", "llama3_8b", 1, "--max-model-len", "200k"), config)
+    # SGLang reads a plain integer; what it would reject is its own to say
+    assert context_length(_opts("sglang", "llama3_8b", 1, "--context-length", "8192"),
+                          config) == (8192, "--context-length")
+    assert context_length(_opts("sglang", "llama3_8b", 1, "--context-length", "8k"),
+                          config) == positions
