@@ -163,6 +163,66 @@ print(json.dumps({"same": back.raw == data, "total": total.value, "free0": free0
     assert out["oom"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
 
 
+def test_pointer_queries_find_each_allocation_among_many(emulated):
+    """cuPointerGetAttributes and cuMemGetAddressRange answer for every byte of each of
+    hundreds of device allocations and pinned host ranges (looked up by binary search), and
+    only for those: not for freed memory, pageable memory or the gaps between; registering
+    memory that overlaps a registered range is refused, as the real driver refuses it."""
+    out = driver(emulated, """
+init()
+MEMORY_TYPE, RANGE_START, RANGE_SIZE = 2, 11, 12
+def attrs(p):
+    kind, start, size = ctypes.c_uint(), ctypes.c_uint64(), ctypes.c_size_t()
+    which = (ctypes.c_int * 3)(MEMORY_TYPE, RANGE_START, RANGE_SIZE)
+    data = (c * 3)(ctypes.cast(ctypes.byref(kind), c), ctypes.cast(ctypes.byref(start), c),
+                   ctypes.cast(ctypes.byref(size), c))
+    ok(cu.cuPointerGetAttributes(3, which, data, ctypes.c_uint64(p)))
+    return kind.value, start.value, size.value
+dev = []
+for i in range(300):
+    p = ctypes.c_uint64()
+    ok(cu.cuMemAlloc_v2(ctypes.byref(p), 4096 * (1 + i % 7)))
+    dev.append((p.value, 4096 * (1 + i % 7)))
+for p, n in dev[::2]:
+    ok(cu.cuMemFree_v2(ctypes.c_uint64(p)))
+kept, freed = dev[1::2], dev[::2]
+host = []
+for i in range(300):
+    p = c()
+    ok(cu.cuMemHostAlloc(ctypes.byref(p), 1000 + i, 0))
+    host.append((p.value, 1000 + i))
+for p, n in host[::3]:
+    ok(cu.cuMemFreeHost(c(p)))
+pinned = [h for i, h in enumerate(host) if i % 3]
+page = ctypes.create_string_buffer(1 << 16)
+base = ctypes.addressof(page)
+reg = cu.cuMemHostRegister_v2(c(base + 4096), ctypes.c_size_t(8192), 0)
+overlaps = [cu.cuMemHostRegister_v2(c(base + a), ctypes.c_size_t(n), 0)
+            for a, n in ((0, 8192), (8192, 8192), (4096, 8192), (0, 1 << 16))]
+beside = cu.cuMemHostRegister_v2(c(base + 12288), ctypes.c_size_t(4096), 0)
+ranges = {"device": all(attrs(p + k) == (2, p, n) for p, n in kept for k in (0, n // 2, n - 1)),
+          "host": all(attrs(p + k) == (1, p, n) for p, n in pinned for k in (0, n - 1)),
+          "registered": attrs(base + 4096 + 5000) == (1, base + 4096, 8192),
+          "freed": [attrs(p)[0] for p, n in freed[1:4]] + [attrs(p)[0] for p, n in host[3:9:3]],
+          "pageable": [attrs(base)[0], attrs(base + 16384)[0]],
+          "beside": attrs(base + 12288 + 100) == (1, base + 12288, 4096)}
+size = ctypes.c_size_t(); start = ctypes.c_uint64()
+ranges["address_range"] = [cu.cuMemGetAddressRange_v2(ctypes.byref(start), ctypes.byref(size),
+                                                       ctypes.c_uint64(kept[5][0] + 100)),
+                           (start.value, size.value) == kept[5],
+                           cu.cuMemGetAddressRange_v2(ctypes.byref(start), ctypes.byref(size),
+                                                      ctypes.c_uint64(freed[5][0]))]
+ranges["register"] = [reg, overlaps, beside, cu.cuMemHostUnregister(c(base + 4096)),
+                      cu.cuMemHostUnregister(c(base + 4096)), attrs(base + 4096)[0]]
+print(json.dumps(ranges))
+""")
+    assert out["device"] and out["host"] and out["registered"]
+    assert out["freed"] == [0] * 5 and out["pageable"] == [0, 0] and out["beside"]
+    assert out["address_range"] == [0, True, 500]  # CUDA_ERROR_NOT_FOUND
+    # 712: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 713: ..._NOT_REGISTERED
+    assert out["register"] == [0, [712] * 4, 0, 0, 713, 0]
+
+
 def test_hundred_gib_of_allocations_cost_no_ram(emulated):
     out = driver(emulated, """
 init()
