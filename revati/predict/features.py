@@ -73,6 +73,7 @@ class RvLaunch(ctypes.Structure):
         ("op", ctypes.c_int),
         ("device", ctypes.c_int),
         ("kernel", ctypes.c_char_p),
+        ("kernel_hash", ctypes.c_uint64),
         ("grid", ctypes.c_uint32 * 3),
         ("block", ctypes.c_uint32 * 3),
         ("shared_bytes", ctypes.c_uint32),
@@ -199,6 +200,8 @@ def native() -> ctypes.CDLL:
     lib.rv_moe_features.argtypes = [launch, ctypes.c_int, ctypes.c_int, dvec, dvec]
     lib.rv_predict_totals.restype = None
     lib.rv_predict_totals.argtypes = [ctypes.c_int64 * 3]
+    lib.rv_kernel_hash.restype = ctypes.c_uint64
+    lib.rv_kernel_hash.argtypes = [ctypes.c_char_p]
     lib.rv_predict_by_batch.restype = ctypes.c_bool
     lib.rv_predict_by_batch.argtypes = [ctypes.POINTER(RvLaunch)]
     lib.rv_attention_batch.restype = None

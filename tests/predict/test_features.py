@@ -20,9 +20,9 @@ from revati.predict.features import (
     to_launch,
 )
 
-FIELDS = ["op", "device", "kernel", "grid", "block", "shared_bytes", "m", "n", "k", "batch",
-          "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b", "bytes", "copy_kind", "coll",
-          "nranks", "arg_max", "arg_sum"]
+FIELDS = ["op", "device", "kernel", "kernel_hash", "grid", "block", "shared_bytes", "m", "n",
+          "k", "batch", "dtype_a", "dtype_b", "dtype_c", "trans_a", "trans_b", "bytes",
+          "copy_kind", "coll", "nranks", "arg_max", "arg_sum"]
 
 
 def test_struct_layout_matches_the_c_header(tmp_path):

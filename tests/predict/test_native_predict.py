@@ -202,13 +202,16 @@ def test_attention_follows_the_batch_the_engine_reports(tmp_path):
     in a CUDA-graph replay) is predicted from the reported sequence lengths: decode rows as
     one uniform batch, longer queries as another (FLOPs kept), a launch with both from the
     two and the whole batch as one shape, where the mixed-step model does not know the
-    kernel."""
+    kernel. A launch that carries its name's hash, as the device shim's do, reads the same
+    as one the predictor hashes itself."""
     spec_file = tmp_path / "h200.txt"
     spec_file.write_text(read_profile(registry.profile_dir("h200")).spec.flat_text())
     code = PRELUDE + """
 d = pd.read_parquet(PROFILE)
 r = d[(d.attn_batch > 0) & (d.q_len == 1)].iloc[0].to_dict()
 launch = F.to_launch(r)
+hashed = F.to_launch(r)
+hashed.kernel_hash = lib.rv_kernel_hash(r["kernel"].encode())
 h, kvh, hd = int(r["heads"]), int(r["kv_heads"]), int(r["head_dim"])
 def report(q, kv):
     n = len(q)
@@ -221,6 +224,7 @@ before = lib.rv_predict_ns(ctypes.byref(launch), ctypes.byref(src))
 short, long = report([1] * 64, [1024] * 64), report([1] * 64, [8192] * 64)
 # 3 decodes at KV 1000/2000/3000 and 2 chunks: (q 512, kv 512) and (q 256, kv 1280)
 mixed = report([1, 1, 1, 512, 256], [1000, 2000, 3000, 512, 1280])
+mixed_hashed = lib.rv_predict_ns(ctypes.byref(hashed), ctypes.byref(src))
 # the chunks' mean query is 384 tokens; their query-key pairs 131328 + 295040 = 426368,
 # i.e. per row 213184 = 384 kv - 384*383/2, so kv = 746.67 -> 747. The whole batch: 5 rows,
 # 771 queries (mean 154.2 -> 154), 6000 + 426368 pairs -> kv = 637.4 -> 637. A mixed launch
@@ -230,12 +234,14 @@ import math
 parts = round(math.sqrt((shape(3, 1, 2000) + shape(2, 384, 747)) * shape(5, 154, 637)))
 gemm_by_batch = lib.rv_predict_by_batch(ctypes.byref(F.to_launch(gemm)))
 print(json.dumps([before, short, shape(64, 1, 1024), long, mixed, parts,
-                  lib.rv_predict_by_batch(ctypes.byref(launch)), gemm_by_batch, src.value]))
+                  lib.rv_predict_by_batch(ctypes.byref(launch)), gemm_by_batch, src.value,
+                  mixed_hashed, lib.rv_predict_by_batch(ctypes.byref(hashed))]))
 """.replace("PROFILE", repr(str(registry.profile_dir("h200") / "launches.parquet")))
     env = {k: str(v) for k, v in registry.predictor_env("h200", spec_file).items()}
-    before, short, short_shape, long, mixed, parts, attn, gemm, source = predictor_json(code, env)
+    (before, short, short_shape, long, mixed, parts, attn, gemm, source, mixed_hashed,
+     attn_hashed) = predictor_json(code, env)
     assert short == short_shape and long > 2 * short  # 8x the KV to read
-    assert mixed == parts
+    assert mixed == parts == mixed_hashed and attn_hashed
     index = (registry.models_dir("h200") / "index.txt").read_text()
     assert "kernel attention_mix " in index  # the model exists, but not for this kernel
     assert before != short

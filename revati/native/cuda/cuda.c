@@ -352,6 +352,7 @@ static struct rv_func *as_func(void *h) {
     return f && f->magic == RV_MAGIC_FUNC ? f : NULL;
 }
 const char *rv_func_name(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name : "?"; }
+uint64_t rv_func_name_hash(CUfunction f) { struct rv_func *x = as_func(f); return x ? x->name_hash : 0; }
 
 /* CUDA_MODULE_LOADING: LAZY (the default since CUDA 12.2) loads each kernel into a context
  * when it is first launched, EAGER with its module. */
@@ -499,6 +500,7 @@ static struct rv_func *get_func(struct rv_module *m, const char *name) {
         f = calloc(1, sizeof *f);
         f->magic = RV_MAGIC_FUNC;
         f->name = strdup(name);
+        f->name_hash = rv_kernel_hash(name);
         f->mod = m;
         f->host_named = rv_host_kernel_named(name);   /* not searched again at each launch */
         f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;

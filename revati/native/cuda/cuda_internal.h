@@ -42,6 +42,7 @@ struct rv_ctx {
 struct rv_func {
     uint32_t magic;
     char *name;
+    uint64_t name_hash;                      /* rv_kernel_hash(name), for every launch */
     struct rv_module *mod;
     int attrs[32];
     const struct rv_kernel_params *params;   /* NULL: layout unknown (no cubin for this GPU) */
@@ -74,6 +75,7 @@ struct rv_ctx *rv_current_ctx(void);
 int rv_current_dev(void);                       /* device of the current context, else 0 */
 struct rv_ctx *rv_primary_ctx(int dev);
 const char *rv_func_name(CUfunction f);         /* mangled name, "?" if not ours */
+uint64_t rv_func_name_hash(CUfunction f);     /* its rv_kernel_hash; 0 if not ours */
 int rv_func_param_bytes(CUfunction f);          /* bytes of its parameters, 0: unknown */
 /* Lazy loading: true the first time f is loaded on dev (marks it loaded); always false
  * under CUDA_MODULE_LOADING=EAGER, where a module's kernels load with it. */

@@ -940,25 +940,34 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation l, unsigne
 CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise a, CUmemLocation l) { return CUDA_SUCCESS; }
 
 /* ---- pointer attributes ------------------------------------------------------------ */
-static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr p, bool lenient) {
+/* What one pointer query found: copies, since the lists may change once the lock is let go.
+ * One lookup serves every attribute cuPointerGetAttributes asks for. */
+struct pointer_info {
+    int dev;
+    const struct block *b;   /* &bv when p is device memory, else NULL */
+    const struct host_range *h;   /* &hv when p is registered or pinned host memory */
     struct block bv;
     struct host_range hv;
+};
+
+static void pointer_lookup(CUdeviceptr p, struct pointer_info *x) {
     pthread_mutex_lock(&g_mem_lock);
-    int dev = rv_ptr_device(p);
-    struct block *b = dev >= 0 ? find_block(p, dev) : NULL;
-    struct host_range *h = dev < 0 ? find_host(p) : NULL;
-    /* copies: the lists may change once the lock is let go */
-    if (b) {
-        bv = *b;
-        b = &bv;
-    }
-    if (h) {
-        hv = *h;
-        h = &hv;
-    }
+    x->dev = rv_ptr_device(p);
+    struct block *b = x->dev >= 0 ? find_block(p, x->dev) : NULL;
+    struct host_range *h = x->dev < 0 ? find_host(p) : NULL;
+    if (b) x->bv = *b;
+    if (h) x->hv = *h;
     pthread_mutex_unlock(&g_mem_lock);
+    x->b = b ? &x->bv : NULL;
+    x->h = h ? &x->hv : NULL;
+}
+
+static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr p,
+                                  const struct pointer_info *x) {
+    const struct block *b = x->b;
+    const struct host_range *h = x->h;
+    int dev = x->dev;
     bool known = b || h;
-    if (!known && !lenient) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = b ? (CUcontext)rv_primary_ctx(dev) : NULL; break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = b ? CU_MEMORYTYPE_DEVICE : h ? CU_MEMORYTYPE_HOST : 0; break;
@@ -988,13 +997,18 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute a, CUdeviceptr
 }
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
     if (!data) return CUDA_ERROR_INVALID_VALUE;
-    return pointer_attribute(data, a, p, false);
+    struct pointer_info x;
+    pointer_lookup(p, &x);
+    if (!x.b && !x.h) return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attribute(data, a, p, &x);
 }
 /* Like the real driver, unknown (pageable host) pointers get zeroed attributes here. */
 CUresult cuPointerGetAttributes(unsigned n, CUpointer_attribute *as, void **data, CUdeviceptr p) {
     if (!as || !data) return CUDA_ERROR_INVALID_VALUE;
+    struct pointer_info x;
+    pointer_lookup(p, &x);
     for (unsigned i = 0; i < n; i++) {
-        CUresult r = pointer_attribute(data[i], as[i], p, true);
+        CUresult r = pointer_attribute(data[i], as[i], p, &x);
         if (r) return r;
     }
     return CUDA_SUCCESS;

@@ -379,6 +379,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
         t_gemm_pending = false;
     }
     l.kernel = name;
+    l.kernel_hash = rv_func_name_hash(f);
     l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
     l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
     l.shared_bytes = shm;

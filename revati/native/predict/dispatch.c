@@ -47,6 +47,21 @@ struct slot { struct key key; int64_t ns; int source; int flags; int used; };
 static struct slot *g_cache;
 static size_t g_cache_cap, g_cache_len;
 
+/* The key's hash for the cache's index, a word at a time (every launch hashes its key: FNV-1a
+ * byte by byte cost ~0.4 % of a serving engine's CPU), mixed so that the index's low bits
+ * depend on every bit of the key. */
+static uint64_t key_hash(const struct key *k)
+{
+    _Static_assert(sizeof *k % sizeof(uint64_t) == 0, "struct key is a whole number of words");
+    uint64_t w[sizeof *k / sizeof(uint64_t)], h = FNV0;
+    memcpy(w, k, sizeof w);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        h = (h ^ w[i]) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
 static struct slot *cache_find(const struct key *k, uint64_t h)
 {
     if (!g_cache) return NULL;
@@ -68,11 +83,22 @@ static void cache_put(const struct key *k, uint64_t h, int64_t ns, int source, i
         if (!g_cache) die("out of memory for the prediction cache");
         for (size_t i = 0; i < oldcap; i++)
             if (old[i].used)
-                *cache_find(&old[i].key, fnv1a(&old[i].key, sizeof old[i].key, FNV0)) = old[i];
+                *cache_find(&old[i].key, key_hash(&old[i].key)) = old[i];
         free(old);
     }
     *cache_find(k, h) = (struct slot){*k, ns, source, flags, 1};
     g_cache_len++;
+}
+
+EXPORT uint64_t rv_kernel_hash(const char *kernel)
+{
+    return fnv1a(kernel, strlen(kernel), FNV0);
+}
+
+/* The launch's kernel-name hash: the one it carries, else its name's. */
+static uint64_t kernel_hash(const struct rv_launch *l)
+{
+    return l->kernel_hash ? l->kernel_hash : rv_kernel_hash(l->kernel);
 }
 
 static void make_key(struct key *k, const struct rv_launch *l, const struct rv_attn_shape *a)
@@ -87,7 +113,7 @@ static void make_key(struct key *k, const struct rv_launch *l, const struct rv_a
     k->dtype_a = l->dtype_a; k->dtype_b = l->dtype_b; k->dtype_c = l->dtype_c;
     k->trans_a = l->trans_a; k->trans_b = l->trans_b;
     k->copy_kind = l->copy_kind; k->coll = l->coll; k->nranks = l->nranks;
-    k->name_hash = l->kernel ? fnv1a(l->kernel, strlen(l->kernel), FNV0) : 0;
+    k->name_hash = l->kernel ? kernel_hash(l) : 0;
     if (a) k->attn = *a;
 }
 
@@ -188,7 +214,7 @@ static int64_t predict_once(const struct rv_launch *l, const struct rv_attn_shap
     } else {
         struct key k;
         make_key(&k, l, a);
-        uint64_t h = fnv1a(&k, sizeof k, FNV0);
+        uint64_t h = key_hash(&k);
         pthread_mutex_lock(&g_lock);
         struct slot *s = cache_find(&k, h);
         if (s && s->used) {
@@ -270,12 +296,12 @@ EXPORT void rv_attention_batch(int rows, const int64_t *q_lens, const int64_t *k
  * (memoised by name: classification demangles). Another attention kernel, with another
  * cost per query-key pair, keeps its launch-based prediction rather than borrow the shape
  * model's idea of some other kernel. */
-static bool is_attention_kernel(const char *name)
+static bool is_attention_kernel(const struct rv_launch *l)
 {
     enum { CAP = 4096 };
     static struct { uint64_t h; int8_t attn; } memo[CAP];
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    uint64_t h = fnv1a(name, strlen(name), FNV0) | 1;
+    uint64_t h = kernel_hash(l) | 1;
     pthread_mutex_lock(&lock);
     size_t i = h % CAP;
     for (int probe = 0; probe < CAP && memo[i].h && memo[i].h != h; probe++) i = (i + 1) % CAP;
@@ -283,7 +309,7 @@ static bool is_attention_kernel(const char *name)
     pthread_mutex_unlock(&lock);
     if (attn >= 0) return attn;
     struct name_hash dh;
-    int fam = classify(name, &dh), shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);
+    int fam = classify(l->kernel, &dh), shape_fam = family_by_op(RV_OP_ATTENTION_SHAPE);
     attn = fam >= 0 && !strcmp(g_fam[fam].name, "attention") && shape_fam >= 0 &&
            g_fam[shape_fam].booster && vocab_id(dh, shape_fam) >= 0;
     pthread_mutex_lock(&lock);
@@ -298,7 +324,7 @@ static bool is_attention_kernel(const char *name)
 EXPORT bool rv_predict_by_batch(const struct rv_launch *l)
 {
     pthread_once(&g_once, init);
-    return l->op == RV_OP_KERNEL && l->kernel && g_fixed_ns < 0 && is_attention_kernel(l->kernel);
+    return l->op == RV_OP_KERNEL && l->kernel && g_fixed_ns < 0 && is_attention_kernel(l);
 }
 
 /* The batch rv_attention_batch last reported: how many uniform parts it has (0: none yet). */
@@ -321,7 +347,7 @@ int batch_now(struct rv_attn_shape part[2], struct rv_attn_shape *whole)
  * the totals here, once per launch, also when the step's last prediction is reused. */
 static int64_t predict_mixed(const struct rv_launch *l, int *source)
 {
-    uint64_t name = fnv1a(l->kernel, strlen(l->kernel), FNV0) | 1;
+    uint64_t name = kernel_hash(l) | 1;
     pthread_mutex_lock(&g_batch.lock);
     struct rv_attn_shape part[2] = {g_batch.part[0], g_batch.part[1]}, whole = g_batch.whole;
     struct rv_attn_mix m = g_batch.mix;

@@ -35,6 +35,10 @@ struct rv_launch {
     int op;                 /* enum rv_op */
     int device;             /* emulated device ordinal */
     const char *kernel;     /* mangled kernel name, or NULL for copies/collectives */
+    /* rv_kernel_hash(kernel), which the device shim computes once per kernel; 0: not given,
+     * and the predictor hashes the name (several times a launch: a long template name
+     * hashed on every launch cost ~2 % of a serving engine's CPU, which counts as its own) */
+    uint64_t kernel_hash;
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;  /* static + dynamic shared memory (as CUPTI reports it) */
     /* RV_OP_GEMM; for a fused-MoE kernel (RV_OP_KERNEL), its GEMM (rv_moe_dims) */
@@ -91,6 +95,10 @@ bool rv_moe_dims(int layout, int count, const uint16_t *size, const void *const 
 
 /* Source of a prediction, for the coverage report. */
 enum rv_pred_source { RV_SRC_MODEL = 0, RV_SRC_ROOFLINE = 1, RV_SRC_FIXED = 2 };
+
+/* The hash of a kernel name that struct rv_launch carries in kernel_hash. */
+__attribute__((visibility("default")))
+uint64_t rv_kernel_hash(const char *kernel);
 
 /* Predicted duration in ns on the emulated GPU (the hardware spec of this run).
  * *source (may be NULL) says where it came from. Thread-safe. */
