@@ -34,6 +34,8 @@
 #                          the client (getrusage) around each load: cpu.txt
 #   --step-clock           tools/fidelity/vllm_step_clock/ on the server's PYTHONPATH: each vLLM
 #                          engine step's batch and times, steps/steps.PID.tsv
+#   --request-path         tools/fidelity/vllm_request_path/ on the server's PYTHONPATH: where each
+#                          request's first token spent its time, request_path/events.PID.tsv
 #   --record-triton        tools/device/triton_record_sitecustomize.py on the server's PYTHONPATH:
 #                          inputs and outputs of the V2 model runner's Triton kernels (or those
 #                          matching $TRITON_RECORD), triton_rec/*.pt
@@ -73,7 +75,7 @@ ROOT=${ROOT:-/root}                    # where the payload is installed and the 
 el() { echo $(( $(date +%s) - T0 )); }
 REPO=$PWD
 ENGINE=vllm MODEL_NAME=llama3_8b CONFIGS="" WARMUPS=16 DEBUG=0 RAWMEM=0 CPU=0 STEP_CLOCK=0
-RECORD=0 V2=0
+REQUEST_PATH=0 RECORD=0 V2=0
 PROFILE_STEPS="" PAYLOAD=$ROOT/parts EXPECT_MD5="" INSTALL_ONLY=0 KEEP=0 HEALTH_S=480
 LOAD_S=240 LOADS=() EXTRA=()
 while [ $# -gt 0 ]; do
@@ -86,6 +88,7 @@ while [ $# -gt 0 ]; do
         --rawmem) RAWMEM=1; DEBUG=1 ;;
         --cpu) CPU=1 ;;
         --step-clock) STEP_CLOCK=1 ;;
+        --request-path) REQUEST_PATH=1 ;;
         --record-triton) RECORD=1 ;;
         --v2-runner) V2=1 ;;
         --profile-steps) PROFILE_STEPS=$2; shift ;;
@@ -102,8 +105,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 case $ENGINE in vllm) PORT=8000 ;; sglang) PORT=30000 ;; *) echo "unknown engine $ENGINE" >&2; exit 1 ;; esac
-[ $((RAWMEM + STEP_CLOCK + RECORD)) -le 1 ] \
-    || { echo "--rawmem, --step-clock and --record-triton are each a sitecustomize: one at a time" >&2; exit 1; }
+[ $((RAWMEM + STEP_CLOCK + REQUEST_PATH + RECORD)) -le 1 ] \
+    || { echo "--rawmem, --step-clock, --request-path and --record-triton are each a sitecustomize: one at a time" >&2; exit 1; }
 OUT=${OUT:?run through the device tool, which sets OUT}
 W=${W:-$ROOT/w}                        # the run's files, kept between calls
 mkdir -p "$W" "$PAYLOAD"
@@ -293,6 +296,10 @@ start_server() {   # start_server CONFIG: a healthy server of that configuration
         if [ "$STEP_CLOCK" = 1 ]; then
             mkdir -p "$W/steps"; export STEP_CLOCK_DIR=$W/steps
             env_path=$env_path:$REPO/tools/fidelity/vllm_step_clock
+        fi
+        if [ "$REQUEST_PATH" = 1 ]; then
+            mkdir -p "$W/request_path"; export REQUEST_PATH_DIR=$W/request_path
+            env_path=$env_path:$REPO/tools/fidelity/vllm_request_path
         fi
         if [ -n "$PROFILE_STEPS" ]; then
             mkdir -p "$W/prof/new"
