@@ -52,6 +52,9 @@ def check_numbers(opts: BenchOptions) -> None:
         raise BenchError(f"--burstiness must be above 0, not {opts.burstiness}")
     if not 0 <= opts.range_ratio < 1:
         raise BenchError(f"--range-ratio must be in [0, 1), not {opts.range_ratio}")
+    if opts.cpu_dilation is not None and opts.cpu_dilation < 1 and opts.cores == 0:
+        raise BenchError(f"--cpu-dilation {opts.cpu_dilation:g}: a factor below 1 slows the "
+                         f"clock rate, which --cores off turns off")
     if opts.port is not None and not 1 <= opts.port <= 65535:
         raise BenchError(f"--port must be from 1 to 65535, not {opts.port}")
 

@@ -18,7 +18,8 @@ from revati.workload.datasets import DATASETS
 
 
 def parse_dilation(value: str) -> float | None:
-    """A --cpu-dilation argument: `auto` (None: measured), `off` (1) or a factor >= 1."""
+    """A --cpu-dilation argument: `auto` (None: measured), `off` (1) or a factor from 0.1 to
+    100."""
     if value == "auto":
         return None
     if value == "off":
@@ -27,8 +28,8 @@ def parse_dilation(value: str) -> float | None:
         f = float(value)
     except ValueError:
         f = 0.0
-    if not 1.0 <= f <= 100.0:
-        raise argparse.ArgumentTypeError(f"expected auto, off or a factor from 1 to 100, not "
+    if not 0.1 <= f <= 100.0:
+        raise argparse.ArgumentTypeError(f"expected auto, off or a factor from 0.1 to 100, not "
                                          f"{value!r}")
     return f
 
@@ -91,12 +92,14 @@ class BenchOptions:
         "count CPU work at the GPU node's speed with a core each, as for `revati run --cores` "
         "(default: auto, this host's cores; docs/timewarp.md)", type=parse_cores,
         metavar="N|auto|off"))
-    # how many times GPU-driving threads pay their CPU time (REVATI_CPU_DILATION): None
-    # measures it (PyTorch's dispatch on the node beyond the Python workload's speed), 1.0 is off
+    # how many times the clock rate's time GPU-driving threads count their CPU time
+    # (REVATI_CPU_DILATION): None measures it (PyTorch's dispatch on the node against the
+    # Python workload's speed), 1.0 is off
     cpu_dilation: float | None = field(default=None, metadata=_cli(
-        "GPU-driving threads pay F times their CPU time in all (default auto: what the GPU "
-        "node's PyTorch dispatch costs beyond the clock rate's speed, from revati/conf/hardware; "
-        "docs/timewarp.md)", type=parse_dilation, metavar="auto|off|F"))
+        "GPU-driving threads count F times the virtual time the clock rate gives their CPU "
+        "time (default auto: the GPU node's PyTorch dispatch against the rate's speed, from "
+        "revati/conf/hardware; below 1 needs --cores; docs/timewarp.md)",
+        type=parse_dilation, metavar="auto|off|F"))
     # OUT/gpu_trace.json: every emulated GPU operation and clock jump (Chrome trace)
     gpu_trace: bool = field(default=False, metadata=_cli(
         "write OUT/gpu_trace.json, a Chrome trace (chrome://tracing, Perfetto) of every "

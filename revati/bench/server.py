@@ -157,11 +157,12 @@ class EmulatedServer:
 
     def cpu_dilation(self) -> dict[str, float | None]:
         """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "GPU-driving threads"): the
-        option's factor, or else what PyTorch's dispatch adds to the clock rate's speed for
-        the threads that drive a GPU. The rate counts every thread's CPU work at the node's
-        speed for the Python workload (the node's time over this host's, s); dispatch runs t
-        times slower there (timed now with the engine's interpreter), so those threads pay
-        1 + t - s times their CPU time in all; at least 1, since a sleep cannot be undone."""
+        option's factor, or else how the node's PyTorch dispatch compares with the clock
+        rate's speed for the threads that drive a GPU. The rate counts every thread's CPU work
+        at the node's speed for the Python workload (the node's time over this host's, s);
+        dispatch runs t times as long there (timed now with the engine's interpreter), so those
+        threads count t / s times what the rate gives them. Below 1 the clock slows while
+        they alone work, which needs the rate (--cores); without it the factor is at least 1."""
         ref = self.gpu_node_torch_ms
         if self.opts.cpu_dilation is not None or ref is None:
             factor = self.opts.cpu_dilation or 1.0
@@ -172,10 +173,10 @@ class EmulatedServer:
             raise BenchError(str(e)) from e
         speed = (self.gpu_node_cpu_ms / self.host_cpu_ms_before
                  if self.cores and self.gpu_node_cpu_ms else 1.0)
-        factor = round(max(1.0, 1.0 + ref / ms - speed), 3)
+        factor = round(min(100.0, max(0.1 if self.cores else 1.0, ref / ms / speed)), 3)
         print(f"[revati bench] PyTorch dispatch {ms:.1f} ms per repetition here, {ref:.1f} ms on "
-              f"the {self.hardware} node's host: GPU-driving threads pay their CPU time "
-              f"x{factor:.2f}", flush=True)
+              f"the {self.hardware} node's host: GPU-driving threads count their CPU time "
+              f"x{factor:.2f} of the clock rate's", flush=True)
         return {"factor": factor, "host_torch_ms": ms, "gpu_node_torch_ms": ref}
 
     def __enter__(self) -> EmulatedServer:

@@ -11,8 +11,8 @@ Derived metrics:
 - host_cpu_ms: this host's single-thread CPU speed (revati.hostspeed, ms per repetition),
   the slower of its measurements before and after the load (the clock rate corrects CPU
   work to the GPU node's speed; a trial run on a much slower host leaned on that more).
-- cpu_dilation: how many times the engine's GPU-driving threads paid their CPU time in all
-  (PyTorch's dispatch beyond the clock rate's speed; docs/timewarp.md).
+- cpu_dilation: how many times the clock rate's time the engine's GPU-driving threads
+  counted for their CPU (PyTorch's dispatch against the rate's speed; docs/timewarp.md).
 - runnable_per_core: the deployment's threads that wanted a CPU, on average, per core the
   clock rate corrected for (revati.cpu_contention.mean_runnable / revati.cores). Above 1 the
   engine's processes took turns on this host's cores where the node runs them side by side,

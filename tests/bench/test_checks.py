@@ -58,6 +58,9 @@ CASES = {
     "unknown model": (["--model", "gpt5"], "unknown model 'gpt5'"),
     "a bad trace row": (["--dataset", "trace", "--trace", "BAD"], "not a number"),
     "an unwritable output folder": (["--out", "/proc/nope/x"], "cannot write there"),
+    "a factor below 1 without the clock rate": (
+        ["--cpu-dilation", "0.8", "--cores", "off"],
+        "--cpu-dilation 0.8: a factor below 1 slows the clock rate, which --cores off turns off"),
 }
 
 

@@ -166,3 +166,35 @@ def test_cpu_work_counts_at_the_node_speed(tmp_path) -> None:
     # and that the process's CPU time counted at the speed applied
     assert c.host_mean > 1.2 and c.host_min <= c.host_mean <= c.host_max
     assert 0.8 * c.host_min * CPU_S < float(out.read_text()) < 1.25 * c.host_max * CPU_S
+
+
+def _gpu_and_plain(script: str) -> dict[str, float]:
+    """Virtual seconds of gpu_spin.py (an emulated GPU's driving thread, whose CPU counts half
+    what the rate gives: REVATI_CPU_DILATION=0.5) and of a plain process spinning as long,
+    run as `script` says (PLAIN and GPU stand for their command lines)."""
+    plain = BUSY.replace("str(time.monotonic() - v0)", "'plain ' + str(time.monotonic() - v0)")
+    script = (script.replace("PLAIN", f"{sys.executable} -c \"{plain}\"")
+              .replace("GPU", f"{sys.executable} {PROGRAMS / 'gpu_spin.py'} {CPU_S}"))
+    r = revati_run(["bash", "-c", script], run_opts=["--cores", "auto", "--hardware", "h200_sxm"],
+                   env=os.environ | {"REVATI_CPU_DILATION": "0.5"})
+    assert r.returncode == 0, r.stderr
+    return {k: float(v) for k, v in (line.split() for line in r.stdout.splitlines())}
+
+
+def test_a_gpu_driving_thread_counts_its_cpu_at_its_own_factor() -> None:
+    """Issue #24, both directions: a GPU-driving thread whose PyTorch dispatch is faster on
+    the node than the rate's Python workload says counts its CPU below the rate's time (a
+    sleep cannot do that; the clock runs slower while it alone works). Run one after the
+    other, it reads about half the plain process's virtual time."""
+    t = _gpu_and_plain("GPU; PLAIN")
+    # 0.50 here quiet; without the factor the two read alike (1.0)
+    assert 0.3 * t["plain"] < t["gpu"] < 0.75 * t["plain"], t
+
+
+def test_a_cpu_factor_never_shortens_another_threads_work() -> None:
+    """Run at the same time, the plain process's work counts in full: the clock takes the
+    largest factor of the threads that run, so none counts below its own."""
+    t = _gpu_and_plain("GPU & PLAIN; wait")
+    # 1.00 here quiet; the GPU thread's factor applied to it would read 0.5 (the share's
+    # correction reads down to 0.8 on a loaded host: test_cpu_work_costs_its_own_cpu_time...)
+    assert t["plain"] >= 0.7 * CPU_S, t

@@ -4,7 +4,7 @@ each on this host, printed as a markdown table of errors (emulated against real)
 --hardware h100, vLLM's four loads against real runs on an H100, emulated as one.
 
     PYTHONPATH=. .venv/bin/python tools/fidelity/loads.py --engine vllm|sglang --out OUT \
-        [--hardware h200|h100]
+        [--hardware h200|h100] [--cpu-dilation auto|off|F]
 
 Runs are kept in OUT/<load>/ and reused (replay.py), so an interrupted script resumes; run it
 on a quiet host and give `python -m revati.hostspeed` beside the table.
@@ -45,13 +45,15 @@ def main() -> int:
     p.add_argument("--engine", choices=sorted({e for e, _ in REAL}), required=True)
     p.add_argument("--hardware", choices=sorted({h for _, h in REAL}), default="h200")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--cpu-dilation", default="auto", metavar="auto|off|F",
+                   help="revati validate's --cpu-dilation (docs/timewarp.md)")
     args = p.parse_args()
     if (args.engine, args.hardware) not in REAL:
         p.error(f"no real {args.engine} runs on the {args.hardware} to replay")
     print(f"| load | {' | '.join(COLUMNS)} |\n|---|{'---:|' * len(COLUMNS)}")
     for load, real in REAL[args.engine, args.hardware].items():
-        got = replay(real, args.out / load, engine=args.engine, metrics=COLUMNS,
-                     hardware=args.hardware)
+        got = replay(real, args.out / load, ["--cpu-dilation", args.cpu_dilation],
+                     engine=args.engine, metrics=COLUMNS, hardware=args.hardware)
         cells = [f"{(e / r - 1) * 100:+.1f} %" for r, e in (got[m] for m in COLUMNS)]
         print(f"| {load} | {' | '.join(cells)} |", flush=True)
     return 0

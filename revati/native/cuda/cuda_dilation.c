@@ -8,15 +8,21 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- the GPU node's host CPU --------------------------------------------------------- */
-/* CPU work counts in virtual time at the speed it runs on this host, but the engine thread
- * that launches a step's kernels is often slower on a GPU node than here: the H200 node
- * dispatched PyTorch operators 1.6x slower than the development VM (revati.hostspeed
- * --workload torch) and took 2x this VM's CPU time for a step that runs outside CUDA graphs
- * (validation/vllm/llama3_8b/2026-12-02-real-steps/), which then starves its GPU.
- * REVATI_CPU_DILATION=f (>= 1) makes every thread that drives a GPU pay f times its CPU
- * time: before it queues work or waits for the GPU, it sleeps (f - 1) x the CPU time it used
- * since its last such call, in virtual time, so its launches reach the timelines when they
- * would on the slower host.
+/* CPU work counts in virtual time at the clock rate's speed, the node's over this host's for
+ * revati.hostspeed's Python workload; the engine thread that launches a step's kernels does
+ * other work, PyTorch's operator dispatch, whose speeds compare otherwise: the H200 node
+ * dispatched 1.4x slower than one development VM where Python ran about as fast, and took 2x
+ * its CPU time for a step that runs outside CUDA graphs (validation/vllm/llama3_8b/
+ * 2026-12-02-real-steps/), which then starves its GPU; the same kind of VM on another day
+ * dispatched 1.6x slower than the node where Python ran 1.2x slower (docs/timewarp.md,
+ * "GPU-driving threads"). REVATI_CPU_DILATION=f makes every thread
+ * that drives a GPU count f times what the rate gives its CPU time:
+ * - f > 1: before it queues work or waits for the GPU, it sleeps (f - 1) x the virtual time
+ *   the rate gave the CPU time it used since its last such call, so its launches reach the
+ *   timelines when they would on the slower node;
+ * - f < 1: a sleep cannot give time back, so the thread tells the Timekeeper its factor at
+ *   its GPU calls, and the clock runs f times slower while no thread without such a factor
+ *   does work (timekeeper.c, sample_contention).
  * Only GPU-driving threads pay: an API server or a load generator never calls here. */
 #define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
 /* A long stretch of CPU between two GPU calls is not launch work: SGLang's scheduler thread,
@@ -35,8 +41,8 @@ static void read_dilation(void) {
     if (!v || !*v) return;
     char *end;
     double f = strtod(v, &end);
-    if (*end || !(f >= 1.0 && f <= 100.0)) {
-        rv_log(RV_ERROR, "REVATI_CPU_DILATION=%s: expected a number from 1 to 100", v);
+    if (*end || !(f >= 0.1 && f <= 100.0)) {
+        rv_log(RV_ERROR, "REVATI_CPU_DILATION=%s: expected a number from 0.1 to 100", v);
         abort();
     }
     g_dilation = f;
@@ -45,10 +51,15 @@ static void read_dilation(void) {
 void dilate_cpu(void) {
     pthread_once(&g_dilation_once, read_dilation);
     if (g_dilation == 1.0) return;
+    if (g_dilation < 1.0) { /* every call, not once: a forked child's thread has a new slot */
+        rv_set_cpu_factor((int64_t)(g_dilation * 1e6 + 0.5));
+        return;
+    }
     int64_t cpu = rv_real_ns(CLOCK_THREAD_CPUTIME_ID);
     if (t_cpu_seen >= 0) {
         int64_t used = min64(cpu - t_cpu_seen, DILATION_MAX_STRETCH_NS);
-        t_cpu_debt += (int64_t)((double)used * (g_dilation - 1.0));
+        t_cpu_debt += (int64_t)((double)used * (g_dilation - 1.0) *
+                                (double)rv_host_factor_ppm() / 1e6);
     }
     t_cpu_seen = cpu;
     if (t_cpu_debt < DILATION_MIN_SLEEP_NS) return;

@@ -271,6 +271,7 @@ static struct rv_thread *register_thread(bool counted) {
         t->tid = (int32_t)REAL(syscall)(SYS_gettid);
         t->proc = rv_proc_idx;
         atomic_store(&t->deadline, RV_NO_DEADLINE);
+        atomic_store(&t->cpu_factor_ppm, 0);
         atomic_store(&t->pid, my_pid);
         strcpy(t->call, "-");
         bump_hwm(&rv_shm->thread_hwm, i);
@@ -308,6 +309,20 @@ static struct rv_thread *self_slot(void) {
     if (tl_slot) return tl_slot;
     if (!rv_shm || rv_proc_idx < 0) return NULL;
     return register_thread(false);
+}
+
+void rv_set_cpu_factor(int64_t ppm) {
+    struct rv_thread *t = self_slot();
+    if (!t) return;
+    if (ppm > RV_RATE_ONE) ppm = RV_RATE_ONE;
+    if (ppm < RV_RATE_ONE / 10) ppm = RV_RATE_ONE / 10;
+    atomic_store_explicit(&t->cpu_factor_ppm, (int32_t)ppm, memory_order_relaxed);
+}
+
+int64_t rv_host_factor_ppm(void) {
+    if (!rv_shm) return RV_RATE_ONE;
+    int64_t h = atomic_load_explicit(&rv_shm->host_ppm, memory_order_relaxed);
+    return h > 0 ? h : RV_RATE_ONE;
 }
 
 /* ---- blocking protocol ---------------------------------------------------------- */

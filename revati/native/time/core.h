@@ -45,6 +45,16 @@ RV_EXPORT void rv_sleep_until(int64_t deadline_ns, const char *call);
 struct rv_wait;
 RV_EXPORT void rv_block_end(struct rv_wait *w);
 
+/* ---- CPU work at the node's speed (docs/timewarp.md, "GPU-driving threads") ----------- */
+
+/* The calling thread's CPU work counts `ppm` / 1e6 times what the clock rate gives other
+ * threads' (at most 1e6: a thread's factor only ever slows the clock while it runs; a
+ * larger one is paid by sleeping, see the device shim's dilate_cpu). */
+RV_EXPORT void rv_set_cpu_factor(int64_t ppm);
+/* The clock rate's host factor now (the GPU node's CPU speed over this host's, less stolen
+ * time), x 1e6; 1e6 when the rate is off or the process is not attached. */
+RV_EXPORT int64_t rv_host_factor_ppm(void);
+
 /* ---- logging and tracing --------------------------------------------------------- */
 
 enum rv_level { RV_ERROR = 0, RV_WARN = 1, RV_INFO = 2, RV_DEBUG = 3 };

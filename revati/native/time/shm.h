@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define RV_SHM_MAGIC 0x5245564154493031ULL /* "REVATI01" */
-#define RV_SHM_VERSION 3
+#define RV_SHM_VERSION 4
 #define RV_MAX_PROCS 512
 #define RV_MAX_THREADS 8192
 #define RV_CALL_LEN 32
@@ -61,6 +61,8 @@ struct rv_thread {
     _Atomic uint32_t sends;   /* bumped before and after each wrapped send, write, post or
                                * signal: odd while the thread is inside one */
     _Atomic int64_t since_real; /* real CLOCK_MONOTONIC ns when it blocked */
+    _Atomic int32_t cpu_factor_ppm; /* its CPU counts this x the rate's, x 1e6; 0: 1 (set by
+                                     * the thread, rv_set_cpu_factor; read by the Timekeeper) */
     char call[RV_CALL_LEN];
 };
 
@@ -82,6 +84,7 @@ struct rv_shm {
     _Atomic int64_t base_real;  /* real CLOCK_MONOTONIC ns ... */
     _Atomic int64_t base_virt;  /* ... and the virtual ns it maps to */
     _Atomic int64_t rate_ppm;   /* virtual ns per real ns, x 1e6 (1000000: real speed) */
+    _Atomic int64_t host_ppm;   /* the rate's host factor (host_rate.c), x 1e6 */
     _Atomic uint32_t tk_futex;  /* the Timekeeper sleeps on this */
     _Atomic uint32_t jumps;
     _Atomic uint64_t activity;  /* bumped at every block and wrapped write/post */

@@ -20,7 +20,10 @@
  * on a CPU over their time runnable, from the kernel's per-thread schedstat (on-CPU and
  * run-queue wait time; it sees every cause, other programs and CPU affinity included), less
  * the wait cores/runnable explains (sample_contention). So a thread's work costs it the
- * virtual time it would take with a core to itself. Time a hypervisor steals from a virtual
+ * virtual time it would take with a core to itself. A thread whose CPU work is faster on the
+ * node than the rate's workload says (a GPU-driving thread: PyTorch's dispatch) carries a
+ * factor below 1 (rv_set_cpu_factor), and the rate is multiplied by the largest factor of
+ * the runnable threads. Time a hypervisor steals from a virtual
  * CPU shows in neither estimate (host_rate.c counts it). A woken thread waiting for a CPU
  * while no emulated thread runs holds the clock (held_since). */
 #include <dirent.h>
@@ -176,6 +179,7 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
     held = false;
     rv_host_rate_reset();
     S->version = RV_SHM_VERSION;
+    atomic_store(&S->host_ppm, RV_RATE_ONE);
     int64_t now = rv_real_ns(CLOCK_MONOTONIC);
     set_map(now, now, RV_RATE_ONE); /* virtual time starts at real time */
     S->wake_signal = wake_signal;
@@ -458,6 +462,10 @@ static int64_t wake_due(int64_t now_v) {
 static void sample_contention(int64_t now, int64_t interval) {
     int runnable = 0, running = 0;
     int64_t run_ns = 0, wait_ns = 0;
+    /* the largest CPU factor among the runnable threads (docs/timewarp.md, "GPU-driving
+     * threads"): the clock runs slower only while every thread doing work counts its CPU
+     * slower, so no thread's work ever counts below its own factor */
+    int64_t factor = 0;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
@@ -468,7 +476,12 @@ static void sample_contention(int64_t now, int64_t interval) {
          * always, preempted by the thread it woke, on the way out of the call: on the node
          * the two run on cores of their own, so it is not counted as competing for one. */
         uint32_t sends = atomic_load(&t->sends);
-        if (!(sends & 1) && task_state(j, t) == 'R') runnable++;
+        if (!(sends & 1) && task_state(j, t) == 'R') {
+            runnable++;
+            int64_t f = atomic_load_explicit(&t->cpu_factor_ppm, memory_order_relaxed);
+            f = f > 0 ? f : RV_RATE_ONE;
+            if (f > factor) factor = f;
+        }
         add_sched_time(j, t, sends, &run_ns, &wait_ns);
     }
     /* The measured share is for what N/runnable cannot see (other programs, affinity), so
@@ -492,6 +505,7 @@ static void sample_contention(int64_t now, int64_t interval) {
     last_runnable = runnable;
     rv_host_rate_sample(now);
     int64_t host = rv_host_rate_ppm();
+    atomic_store_explicit(&S->host_ppm, host, memory_order_relaxed);
     int64_t rate = atomic_load(&S->rate_ppm);
     sampled_real += interval;
     if (running) { /* the interval's virtual time was CPU work's, at this rate */
@@ -534,6 +548,7 @@ static void sample_contention(int64_t now, int64_t interval) {
     share = share * share_ppm / RV_RATE_ONE;
     last_share = share;
     int64_t next = share * host / RV_RATE_ONE;
+    if (factor) next = next * factor / RV_RATE_ONE;
     if (next < RV_RATE_ONE / 100) next = RV_RATE_ONE / 100;
     if (held) held_rate = next;
     else if (next != rate) set_rate(next);
