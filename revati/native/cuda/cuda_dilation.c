@@ -15,11 +15,12 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * its CPU time for a step that runs outside CUDA graphs (validation/vllm/llama3_8b/
  * 2026-12-02-real-steps/), which then starves its GPU; the same kind of VM on another day
  * dispatched 1.6x slower than the node where Python ran 1.2x slower (docs/timewarp.md,
- * "GPU-driving threads"). REVATI_CPU_DILATION=f makes every thread
- * that drives a GPU count f times what the rate gives its CPU time:
+ * "GPU-driving threads"). REVATI_CPU_DILATION=f makes every thread that drives a GPU count
+ * f times what the rate gives its CPU time:
  * - f > 1: before it queues work or waits for the GPU, it sleeps (f - 1) x the virtual time
- *   the rate gave the CPU time it used since its last such call, so its launches reach the
- *   timelines when they would on the slower node;
+ *   the rate's host factor (rv_host_factor_ppm: speed, less steal; not the contention share,
+ *   which a thread's own CPU clock already leaves out) gives the CPU time it used since its
+ *   last such call, so its launches reach the timelines when they would on the slower node;
  * - f < 1: a sleep cannot give time back, so the thread tells the Timekeeper its factor at
  *   its GPU calls, and the clock runs f times slower while no thread without such a factor
  *   does work (timekeeper.c, sample_contention).
