@@ -84,6 +84,27 @@ def test_shared_memory_of_an_ended_run_is_removed_unless_still_held(how: str,
     kept.unlink()
 
 
+def test_a_child_dead_but_not_waited_for_leaves_the_table() -> None:
+    """A zombie holds no slot: killed while it spun (counted as running), it is gone from the
+    deadlock report, which lists every thread the Timekeeper still counts."""
+    r = run_py("""
+        import os, signal, time
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                pass
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)  # never waited for: a zombie until the run ends
+        print(pid, flush=True)
+        os.read(os.pipe()[0], 1)  # waits forever: a deadlock, reported
+    """, run_opts=["--deadlock-timeout", "1"], timeout=60)
+    assert r.returncode == 125, r.stderr
+    child = int(r.stdout.split()[0])
+    listed = [line for line in r.stderr.splitlines() if line.strip().startswith("pid ")]
+    assert listed, r.stderr  # the parent, waiting in its read
+    assert not [line for line in listed if line.split()[1] == str(child)], r.stderr
+
+
 def test_child_killed_by_a_signal() -> None:
     r = run_py("import os, signal, time; time.sleep(5); os.kill(os.getpid(), signal.SIGKILL)")
     assert r.returncode == 128 + signal.SIGKILL

@@ -29,11 +29,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/futex.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,6 +70,9 @@ static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers cou
 
 struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
+/* each process slot's pidfd, and its owner's (pid_alive) */
+struct pid_fd { int fd1, pid; }; /* fd + 1: the arrays start zeroed */
+static struct pid_fd proc_pidfds[RV_MAX_PROCS], owner_pidfds[RV_MAX_PROCS];
 /* A running thread's schedstat at the last sample (run and wait ns, the sample's number,
  * its counts of blocks and of sends then) */
 static struct { int64_t run, wait, sample; int pid, tid; uint32_t gen, sends; } sched_seen[RV_MAX_THREADS];
@@ -164,6 +170,11 @@ RV_EXPORT int rv_tk_create(const char *path, int wake_signal, const char *trace_
         sched_seen[i].sample = -1;
         woken_at[i] = 0;
         held_since[i] = 0;
+    }
+    for (int i = 0; i < RV_MAX_PROCS && fds_set; i++) {
+        if (proc_pidfds[i].fd1) REAL(close)(proc_pidfds[i].fd1 - 1);
+        if (owner_pidfds[i].fd1) REAL(close)(owner_pidfds[i].fd1 - 1);
+        proc_pidfds[i].fd1 = owner_pidfds[i].fd1 = 0;
     }
     fds_set = true;
     sampled_real = dilated_real = dilated_virt = samples = runnable_sum = 0;
@@ -295,7 +306,8 @@ static void add_sched_time(int i, const struct rv_thread *t, uint32_t sends, int
     sched_seen[i].sends = sends;
 }
 
-static bool pid_alive(int pid) {
+/* Whether a process is alive (neither gone nor a zombie), from its /proc stat. */
+static bool pid_alive_proc(int pid) {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -306,6 +318,22 @@ static bool pid_alive(int pid) {
     buf[n] = 0;
     char *p = strrchr(buf, ')');
     return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* The same, asked of every emulated process every RV_REAP_NS (reap): a pidfd per process
+ * slot (c), opened once, polls readable once the process has exited, one syscall where the
+ * /proc stat costs an open, a formatted read and a close. /proc is the fallback where
+ * pidfd_open is missing (Linux < 5.3). */
+static bool pid_alive(struct pid_fd *c, int pid) {
+    if (c->pid != pid || !c->fd1) {
+        if (c->fd1) REAL(close)(c->fd1 - 1);
+        c->pid = pid;
+        int fd = (int)REAL(syscall)(SYS_pidfd_open, pid, 0);
+        c->fd1 = fd >= 0 ? fd + 1 : 0;
+        if (fd < 0) return errno == ESRCH ? false : pid_alive_proc(pid);
+    }
+    struct pollfd p = {.fd = c->fd1 - 1, .events = POLLIN};
+    return REAL(ppoll)(&p, 1, &(struct timespec){0}, NULL) == 0;
 }
 
 static void free_proc(int i, const char *why) {
@@ -335,11 +363,12 @@ static void reap(void) {
         int pid = atomic_load(&p->pid);
         int64_t age = now - atomic_load(&p->stamp_real);
         if (st == RV_P_PENDING) {
-            if (pid > 0 && !pid_alive(pid)) free_proc(i, NULL);
-            else if (pid == 0 && !pid_alive(atomic_load(&p->owner))) free_proc(i, NULL);
+            if (pid > 0 && !pid_alive(&proc_pidfds[i], pid)) free_proc(i, NULL);
+            else if (pid == 0 && !pid_alive(&owner_pidfds[i], atomic_load(&p->owner)))
+                free_proc(i, NULL);
             else if (age > RV_PENDING_LIMIT_NS)
                 free_proc(i, "never attached to the Timekeeper: it runs unemulated");
-        } else if (!pid_alive(pid)) {
+        } else if (!pid_alive(&proc_pidfds[i], pid)) {
             free_proc(i, NULL);
         } else if (st == RV_P_EXEC && age > RV_PENDING_LIMIT_NS) {
             free_proc(i, "exec'd a program without the shim: it runs unemulated");
@@ -371,7 +400,7 @@ static bool any_running(void) {
  * waiters, so such calls cost stall_ns of real time per jump instead of freezing the clock.
  * Judged per thread, so that the activity of other threads cannot postpone it forever.
  * Returns true when every thread counted as running is such a sleeper. */
-static int64_t asleep_since[RV_MAX_THREADS];
+static int64_t asleep_since[RV_MAX_THREADS], asleep_run[RV_MAX_THREADS];
 static uint32_t asleep_gen[RV_MAX_THREADS];
 
 static bool running_threads_stalled(int64_t now) {
@@ -387,9 +416,19 @@ static bool running_threads_stalled(int64_t now) {
             continue;
         }
         seen[t->proc]++;
+        /* CPU time that moved since the last look is work: schedstat says so for a fraction
+         * of what formatting the thread's whole stat costs, and the loop asks on each turn */
+        int64_t run, wait;
+        if (!read_schedstat(j, t, &run, &wait)) continue; /* it exited without telling us */
+        if (run != asleep_run[j]) {
+            asleep_run[j] = run;
+            asleep_since[j] = 0;
+            all = false;
+            continue;
+        }
         char st = task_state(j, t);
         uint32_t gen = atomic_load(&t->gen);
-        if (st == 0) continue; /* it exited without telling us */
+        if (st == 0) continue;
         /* 'D' is a wait for the disk (page faults of a cold import, reads): work that takes
          * real time on the node too, never an untimed waiter. Counted as one, it would let
          * the clock jump while a thread reads; the suspected cause (not reproduced) of vLLM
@@ -569,6 +608,28 @@ static bool waits_for_cpu(int j, const struct rv_thread *t, int64_t now) {
     return now - held_since[j] >= RV_HANDOFF_NS;
 }
 
+/* How many threads the kernel has runnable on the whole host, the caller included
+ * (/proc/loadavg's "runnable/total", read live); INT32_MAX when unreadable, or when the
+ * file is not the kernel's (a container's lxcfs serves its own, refreshed every few
+ * seconds). */
+static int runnable_on_host(void) {
+    static int fd = -2;
+    char buf[128];
+    if (fd == -2) {
+        struct statfs fs;
+        fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && (fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC)) {
+            REAL(close)(fd);
+            fd = -1;
+        }
+    }
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return INT32_MAX;
+    buf[n] = 0;
+    int r;
+    return sscanf(buf, "%*s %*s %*s %d/", &r) == 1 ? r : INT32_MAX;
+}
+
 /* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
  * waiters (the stall rule). */
 static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
@@ -581,6 +642,10 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
     uint64_t act = atomic_load(&S->activity);
     int64_t min_d = RV_NO_DEADLINE;
     int blocked = 0;
+    /* Condition (3) asks each blocked thread's state, formatting its whole /proc stat: when
+     * the kernel has nothing runnable but this thread, no blocked one can be, and a jump
+     * costs one short read instead. */
+    bool may_run = runnable_on_host() > 1;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
@@ -590,7 +655,7 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
         int64_t d = atomic_load(&t->deadline);
         bool only_tk_wakes = atomic_load(&t->kind) == RV_WAKE_FUTEX && d != RV_NO_DEADLINE;
         if (!only_tk_wakes) {
-            if (task_state(j, t) == 'R') {
+            if (may_run && task_state(j, t) == 'R') {
                 *retry_ns = RV_RETRY_NS;
                 return waits_for_cpu(j, t, rv_real_ns(CLOCK_MONOTONIC)) ? STEP_HELD : STEP_RETRY;
             }
