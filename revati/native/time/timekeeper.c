@@ -31,12 +31,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <linux/futex.h>
-#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -608,28 +606,6 @@ static bool waits_for_cpu(int j, const struct rv_thread *t, int64_t now) {
     return now - held_since[j] >= RV_HANDOFF_NS;
 }
 
-/* How many threads the kernel has runnable on the whole host, the caller included
- * (/proc/loadavg's "runnable/total", read live); INT32_MAX when unreadable, or when the
- * file is not the kernel's (a container's lxcfs serves its own, refreshed every few
- * seconds). */
-static int runnable_on_host(void) {
-    static int fd = -2;
-    char buf[128];
-    if (fd == -2) {
-        struct statfs fs;
-        fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0 && (fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC)) {
-            REAL(close)(fd);
-            fd = -1;
-        }
-    }
-    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
-    if (n <= 0) return INT32_MAX;
-    buf[n] = 0;
-    int r;
-    return sscanf(buf, "%*s %*s %*s %d/", &r) == 1 ? r : INT32_MAX;
-}
-
 /* One attempt at a jump. `ignore_running` treats threads counted as running as untimed
  * waiters (the stall rule). */
 static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
@@ -642,10 +618,6 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
     uint64_t act = atomic_load(&S->activity);
     int64_t min_d = RV_NO_DEADLINE;
     int blocked = 0;
-    /* Condition (3) asks each blocked thread's state, formatting its whole /proc stat: when
-     * the kernel has nothing runnable but this thread, no blocked one can be, and a jump
-     * costs one short read instead. */
-    bool may_run = runnable_on_host() > 1;
     int32_t hwm = atomic_load(&S->thread_hwm);
     for (int j = 0; j < hwm; j++) {
         struct rv_thread *t = &S->threads[j];
@@ -655,7 +627,7 @@ static enum step try_jump(bool ignore_running, int64_t *retry_ns) {
         int64_t d = atomic_load(&t->deadline);
         bool only_tk_wakes = atomic_load(&t->kind) == RV_WAKE_FUTEX && d != RV_NO_DEADLINE;
         if (!only_tk_wakes) {
-            if (may_run && task_state(j, t) == 'R') {
+            if (task_state(j, t) == 'R') {
                 *retry_ns = RV_RETRY_NS;
                 return waits_for_cpu(j, t, rv_real_ns(CLOCK_MONOTONIC)) ? STEP_HELD : STEP_RETRY;
             }
