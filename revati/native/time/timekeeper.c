@@ -68,8 +68,9 @@ static int64_t stall_ns = 20000000LL; /* real time before unwrapped sleepers cou
 
 struct task_fd { int fd, pid, tid; };
 static struct task_fd task_fds[RV_MAX_THREADS], sched_fds[RV_MAX_THREADS];
-/* each process slot's pidfd, and its owner's (pid_alive) */
-struct pid_fd { int fd1, pid; }; /* fd + 1: the arrays start zeroed */
+/* each process slot's pidfd, and its owner's (pid_alive), with the slot's stamp_real when
+ * opened: a slot claimed again may hold a recycled pid (pid_max can be 32768) */
+struct pid_fd { int fd1, pid; int64_t stamp; }; /* fd + 1: the arrays start zeroed */
 static struct pid_fd proc_pidfds[RV_MAX_PROCS], owner_pidfds[RV_MAX_PROCS];
 /* A running thread's schedstat at the last sample (run and wait ns, the sample's number,
  * its counts of blocks and of sends then) */
@@ -319,13 +320,14 @@ static bool pid_alive_proc(int pid) {
 }
 
 /* The same, asked of every emulated process every RV_REAP_NS (reap): a pidfd per process
- * slot (c), opened once, polls readable once the process has exited, one syscall where the
+ * slot (c), opened once per pid and state of the slot (stamp), polls readable once the process has exited, one syscall where the
  * /proc stat costs an open, a formatted read and a close. /proc is the fallback where
  * pidfd_open is missing (Linux < 5.3). */
-static bool pid_alive(struct pid_fd *c, int pid) {
-    if (c->pid != pid || !c->fd1) {
+static bool pid_alive(struct pid_fd *c, int pid, int64_t stamp) {
+    if (c->pid != pid || c->stamp != stamp || !c->fd1) {
         if (c->fd1) REAL(close)(c->fd1 - 1);
         c->pid = pid;
+        c->stamp = stamp;
         int fd = (int)REAL(syscall)(SYS_pidfd_open, pid, 0);
         c->fd1 = fd >= 0 ? fd + 1 : 0;
         if (fd < 0) return errno == ESRCH ? false : pid_alive_proc(pid);
@@ -359,14 +361,14 @@ static void reap(void) {
         int32_t st = atomic_load(&p->state);
         if (st == RV_P_FREE) continue;
         int pid = atomic_load(&p->pid);
-        int64_t age = now - atomic_load(&p->stamp_real);
+        int64_t stamp = atomic_load(&p->stamp_real), age = now - stamp;
         if (st == RV_P_PENDING) {
-            if (pid > 0 && !pid_alive(&proc_pidfds[i], pid)) free_proc(i, NULL);
-            else if (pid == 0 && !pid_alive(&owner_pidfds[i], atomic_load(&p->owner)))
+            if (pid > 0 && !pid_alive(&proc_pidfds[i], pid, stamp)) free_proc(i, NULL);
+            else if (pid == 0 && !pid_alive(&owner_pidfds[i], atomic_load(&p->owner), stamp))
                 free_proc(i, NULL);
             else if (age > RV_PENDING_LIMIT_NS)
                 free_proc(i, "never attached to the Timekeeper: it runs unemulated");
-        } else if (!pid_alive(&proc_pidfds[i], pid)) {
+        } else if (!pid_alive(&proc_pidfds[i], pid, stamp)) {
             free_proc(i, NULL);
         } else if (st == RV_P_EXEC && age > RV_PENDING_LIMIT_NS) {
             free_proc(i, "exec'd a program without the shim: it runs unemulated");
