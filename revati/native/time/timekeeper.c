@@ -320,9 +320,9 @@ static bool pid_alive_proc(int pid) {
 }
 
 /* The same, asked of every emulated process every RV_REAP_NS (reap): a pidfd per process
- * slot (c), opened once per pid and state of the slot (stamp), polls readable once the process has exited, one syscall where the
- * /proc stat costs an open, a formatted read and a close. /proc is the fallback where
- * pidfd_open is missing (Linux < 5.3). */
+ * slot (c), opened once per pid and state of the slot (stamp), polls readable once the
+ * process has exited, one syscall where the /proc stat costs an open, a formatted read and
+ * a close. /proc is the fallback where pidfd_open is missing (Linux < 5.3). */
 static bool pid_alive(struct pid_fd *c, int pid, int64_t stamp) {
     if (c->pid != pid || c->stamp != stamp || !c->fd1) {
         if (c->fd1) REAL(close)(c->fd1 - 1);
