@@ -101,22 +101,17 @@ def measure(seconds: float = 1.0, warmup_s: float = 1.0, one_round=_round,
     return times
 
 
-def host_cpu_ms(seconds: float = 1.0, warmup_s: float = 1.0, clock=time.perf_counter) -> float:
-    """Median milliseconds per repetition of the Python workload on this host, now."""
-    return round(statistics.median(measure(seconds, warmup_s, clock=clock)) * 1000, 2)
-
-
 def torch_ms(python: str) -> float:
-    """Median milliseconds per repetition of the torch workload, timed in the thread's CPU
-    time (a core's speed, whatever else the host runs) by `python` (an engine's interpreter:
-    the workload needs its PyTorch) in a process of its own."""
+    """Milliseconds of the fastest repetition of the torch workload in a second, timed in the
+    thread's CPU time (a core's speed, whatever else the host runs) by `python` (an engine's
+    interpreter: the workload needs its PyTorch) in a process of its own."""
     proc = subprocess.run([python, "-I", __file__, "--workload", "torch", "--seconds", "1",
                            "--warmup", "0.5", "--cpu-time"], capture_output=True, text=True,
                           timeout=300)
     if proc.returncode:
         raise RuntimeError(f"{python} could not time PyTorch's dispatch: "
                            f"{proc.stderr.strip()[-500:]}")
-    return round(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"] * 1000, 2)
+    return round(json.loads(proc.stdout.strip().splitlines()[-1])["min"] * 1000, 2)
 
 
 def main(argv: list[str] | None = None) -> int:

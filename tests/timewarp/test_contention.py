@@ -168,15 +168,16 @@ def test_cpu_work_counts_at_the_node_speed(tmp_path) -> None:
     assert 0.8 * c.host_min * CPU_S < float(out.read_text()) < 1.25 * c.host_max * CPU_S
 
 
-def _gpu_and_plain(script: str) -> dict[str, float]:
-    """Virtual seconds of gpu_spin.py (an emulated GPU's driving thread, whose CPU counts half
-    what the rate gives: REVATI_CPU_DILATION=0.5) and of a plain process spinning as long,
-    run as `script` says (PLAIN and GPU stand for their command lines)."""
+def _gpu_and_plain(script: str, dilation: str = "0.5") -> dict[str, float]:
+    """Virtual seconds of gpu_spin.py (an emulated GPU's driving thread, whose CPU counts
+    `dilation` times what the rate gives: REVATI_CPU_DILATION) and of a plain process spinning
+    as long, run as `script` says (PLAIN and GPU stand for their command lines), and how often
+    the GPU thread waited meanwhile ("waits")."""
     plain = BUSY.replace("str(time.monotonic() - v0)", "'plain ' + str(time.monotonic() - v0)")
     script = (script.replace("PLAIN", f"{sys.executable} -c \"{plain}\"")
               .replace("GPU", f"{sys.executable} {PROGRAMS / 'gpu_spin.py'} {CPU_S}"))
     r = revati_run(["bash", "-c", script], run_opts=["--cores", "auto", "--hardware", "h200_sxm"],
-                   env=os.environ | {"REVATI_CPU_DILATION": "0.5"})
+                   env=os.environ | {"REVATI_CPU_DILATION": dilation})
     assert r.returncode == 0, r.stderr
     return {k: float(v) for k, v in (line.split() for line in r.stdout.splitlines())}
 
@@ -189,6 +190,21 @@ def test_a_gpu_driving_thread_counts_its_cpu_at_its_own_factor() -> None:
     t = _gpu_and_plain("GPU; PLAIN")
     # 0.50 here quiet; without the factor the two read alike (1.0)
     assert 0.3 * t["plain"] < t["gpu"] < 0.75 * t["plain"], t
+
+
+def test_a_gpu_driving_thread_pays_a_factor_above_one_ahead_of_the_clock() -> None:
+    """Above 1, the GPU thread's own clock runs ahead of the shared one by its debt: at
+    factor 2 it reads about twice the plain process's virtual time. It waits the debt out
+    only once it reaches 5 ms (its spin has no wait that would take it up), not at every GPU
+    call with a millisecond of it: those waits handed the core to other processes, and vLLM's
+    engine thread then ran its steps slower (docs/timewarp.md, "GPU-driving threads")."""
+    t = _gpu_and_plain("GPU; PLAIN", dilation="2")
+    # 2.0 here quiet
+    assert 1.5 * t["plain"] < t["gpu"] < 2.6 * t["plain"], t
+    # each 2 ms stretch owes 2 ms x the host factor (0.7-1.4): a wait once the lag passes 5 ms
+    # is 63-125 waits (83 here); a wait at every stretch (as sleeping the debt did) 250
+    debt_s = t["gpu"] - t["plain"]
+    assert t["waits"] <= debt_s / 0.005 + 15, t
 
 
 def test_a_cpu_factor_never_shortens_another_threads_work() -> None:

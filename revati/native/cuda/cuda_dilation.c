@@ -17,15 +17,17 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * dispatched 1.6x slower than the node where Python ran 1.2x slower (docs/timewarp.md,
  * "GPU-driving threads"). REVATI_CPU_DILATION=f makes every thread that drives a GPU count
  * f times what the rate gives its CPU time:
- * - f > 1: before it queues work or waits for the GPU, it sleeps (f - 1) x the virtual time
- *   the rate's host factor (rv_host_factor_ppm: speed, less steal; not the contention share,
- *   which a thread's own CPU clock already leaves out) gives the CPU time it used since its
- *   last such call, so its launches reach the timelines when they would on the slower node;
- * - f < 1: a sleep cannot give time back, so the thread tells the Timekeeper its factor at
- *   its GPU calls, and the clock runs f times slower while no thread without such a factor
- *   does work (timekeeper.c, sample_contention).
+ * - f > 1: when it queues work or waits for the GPU, its own time moves (f - 1) x the virtual
+ *   time the rate's host factor (rv_host_factor_ppm: speed, less steal; not the contention
+ *   share, which a thread's own CPU clock already leaves out) gives the CPU time it used since
+ *   its last such call (rv_lag_add): its launches reach the timelines, and its waits for them
+ *   end, when they would on the slower node. Not a sleep per debt: each sleep handed the core
+ *   to other processes, and vLLM's engine thread ran its steps 15-55 % slower for it
+ *   (docs/timewarp.md, "GPU-driving threads");
+ * - f < 1: its own time cannot fall behind the shared clock, so the thread tells the
+ *   Timekeeper its factor at its GPU calls, and the clock runs f times slower while no thread
+ *   without such a factor does work (timekeeper.c, sample_contention).
  * Only GPU-driving threads pay: an API server or a load generator never calls here. */
-#define DILATION_MIN_SLEEP_NS 1000000 /* smaller debts wait for the next call: each sleep costs a wake-up */
 /* A long stretch of CPU between two GPU calls is not launch work: SGLang's scheduler thread,
  * which launches the GPU work too, busy-polls for requests between steps, and charging that
  * spin delayed each prefill after an idle gap by (f - 1) x the gap (mean TTFT +62 % on the
@@ -35,7 +37,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define DILATION_MAX_STRETCH_NS 5000000
 static double g_dilation = 1.0;
 static pthread_once_t g_dilation_once = PTHREAD_ONCE_INIT;
-static __thread int64_t t_cpu_seen = -1, t_cpu_debt;
+static __thread int64_t t_cpu_seen = -1;
 
 static void read_dilation(void) {
     const char *v = getenv("REVATI_CPU_DILATION");
@@ -59,13 +61,8 @@ void dilate_cpu(void) {
     int64_t cpu = rv_real_ns(CLOCK_THREAD_CPUTIME_ID);
     if (t_cpu_seen >= 0) {
         int64_t used = min64(cpu - t_cpu_seen, DILATION_MAX_STRETCH_NS);
-        t_cpu_debt += (int64_t)((double)used * (g_dilation - 1.0) *
-                                (double)rv_host_factor_ppm() / 1e6);
+        rv_lag_add((int64_t)((double)used * (g_dilation - 1.0) *
+                             (double)rv_host_factor_ppm() / 1e6));
     }
     t_cpu_seen = cpu;
-    if (t_cpu_debt < DILATION_MIN_SLEEP_NS) return;
-    int64_t debt = t_cpu_debt;
-    t_cpu_debt = 0;
-    rv_sleep_until(rv_now_ns() + debt, "host CPU speed (REVATI_CPU_DILATION)");
-    t_cpu_seen = rv_real_ns(CLOCK_THREAD_CPUTIME_ID); /* the sleep's own CPU is not work */
 }

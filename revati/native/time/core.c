@@ -21,6 +21,7 @@
 struct rv_shm *rv_shm;
 int rv_proc_idx = -1;
 _Thread_local volatile sig_atomic_t rv_tl_woken;
+_Thread_local int64_t rv_tl_lag;
 _Thread_local struct timespec *volatile rv_tl_wait_abs;
 
 static _Thread_local struct rv_thread *tl_slot;
@@ -175,12 +176,12 @@ int64_t rv_warp_ns(clockid_t clk, int64_t real) {
 
 int64_t rv_now_ns(void) {
     int64_t real = rv_real_ns(CLOCK_MONOTONIC);
-    return rv_shm ? rv_warp_ns(CLOCK_MONOTONIC, real) : real;
+    return rv_shm ? rv_warp_ns(CLOCK_MONOTONIC, real) + rv_tl_lag : real;
 }
 
 int64_t rv_virtual_ns(clockid_t clk) {
     int64_t t = rv_real_ns(clk);
-    return rv_shm && rv_warped_clock(clk) ? rv_warp_ns(clk, t) : t;
+    return rv_shm && rv_warped_clock(clk) ? rv_warp_ns(clk, t) + rv_tl_lag : t;
 }
 
 int64_t rv_real_for_virt(int64_t vleft, int64_t rate_ppm) {
@@ -332,6 +333,9 @@ struct rv_wait *rv_block_begin_kind(int64_t deadline, const char *call, int kind
     if (!t) return NULL;
     struct rv_wait *w = &tl_wait;
     if (w->depth++ > 0) return w; /* nested (a signal handler blocking inside a wait) */
+    /* a wait runs on the shared clock: the thread's lag went into the deadline its caller
+     * computed from the thread's own clock (rv_lag_add) */
+    rv_tl_lag = 0;
     w->t = t;
     w->deadline = deadline;
     atomic_store(&t->deadline, deadline);
@@ -386,6 +390,21 @@ void rv_sleep_until(int64_t deadline, const char *call) {
     while (rv_futex_sleep(w, deadline) == EINTR) {
     }
     rv_block_end(w);
+}
+
+/* A lag this large is waited out at once: a thread whose GPU work ends before its own time
+ * has no wait that takes it up, and what it sends would leave that much early. */
+#define RV_LAG_MAX_NS 5000000
+/* Not attached, the lag is a real sleep, once it is worth a wake-up (~50-65 us here). */
+#define RV_LAG_REAL_SLEEP_NS 1000000
+
+void rv_lag_add(int64_t ns) {
+    if (ns <= 0) return;
+    rv_tl_lag += ns;
+    if (rv_tl_lag < (rv_shm ? RV_LAG_MAX_NS : RV_LAG_REAL_SLEEP_NS)) return;
+    int64_t own = rv_now_ns() + (rv_shm ? 0 : rv_tl_lag); /* attached, the lag is in the clock */
+    rv_tl_lag = 0;
+    rv_sleep_until(own, "CPU at the node's speed");
 }
 
 void rv_send_begin(void) {

@@ -49,8 +49,15 @@ RV_EXPORT void rv_block_end(struct rv_wait *w);
 
 /* The calling thread's CPU work counts `ppm` / 1e6 times what the clock rate gives other
  * threads' (at most 1e6: a thread's factor only ever slows the clock while it runs; a
- * larger one is paid by sleeping, see the device shim's dilate_cpu). */
+ * larger one is paid as a lag, rv_lag_add, by the device shim's dilate_cpu). */
 RV_EXPORT void rv_set_cpu_factor(int64_t ppm);
+/* The calling thread's work takes `ns` more of virtual time than the clock gave it (the node's
+ * slower CPU; the device shim's dilate_cpu). The thread's own time then runs that far ahead
+ * of the shared clock until it next blocks: its clock reads, the deadlines it computes and
+ * its GPU launches are that much later. A wait runs on the shared clock, so a thread woken by
+ * another before its own time resumes when woken (docs/timewarp.md, "GPU-driving threads").
+ * A lag of 5 ms is waited out at once; not attached, a lag of 1 ms is slept in real time. */
+RV_EXPORT void rv_lag_add(int64_t ns);
 /* The clock rate's host factor now (the GPU node's CPU speed over this host's, less stolen
  * time), x 1e6; 1e6 when the rate is off or the process is not attached. */
 RV_EXPORT int64_t rv_host_factor_ppm(void);

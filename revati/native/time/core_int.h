@@ -12,6 +12,7 @@
 extern struct rv_shm *rv_shm;            /* NULL when not attached */
 extern int rv_proc_idx;                  /* this process's slot in rv_shm->procs */
 extern _Thread_local volatile sig_atomic_t rv_tl_woken; /* set by the wake-signal handler */
+extern _Thread_local int64_t rv_tl_lag; /* rv_lag_add: how far this thread's own time is ahead */
 /* The real deadline of a wait that glibc restarts after EINTR (condition variables, timed
  * mutex locks): the wake-signal handler moves it into the past to end that wait. */
 extern _Thread_local struct timespec *volatile rv_tl_wait_abs;

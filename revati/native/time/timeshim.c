@@ -33,7 +33,7 @@ static const struct timespec zero_ts = {0, 0};
 EXPORT int clock_gettime(clockid_t clk, struct timespec *ts) {
     int r = REAL(clock_gettime)(clk, ts);
     if (r == 0 && ATTACHED && rv_warped_clock(clk)) {
-        int64_t ns = rv_warp_ns(clk, rv_ts_to_ns(ts));
+        int64_t ns = rv_warp_ns(clk, rv_ts_to_ns(ts)) + rv_tl_lag;
         ts->tv_sec = ns / 1000000000LL;
         ts->tv_nsec = ns % 1000000000LL;
     }
