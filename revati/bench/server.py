@@ -140,14 +140,13 @@ class EmulatedServer:
         self.max_model_len: int | None = None
         self.cache_used = False  # a load filled the prefix cache since it was last emptied
 
-    def host_cpu(self, when: str) -> float:
+    def host_cpu(self, when: str) -> tuple[float, float]:
         """This host's single-thread speed now (revati.hostspeed, in the thread's CPU time:
         a core's speed, whatever else runs), printed beside the GPU node's: with the
         clock-rate correction on (cores), CPU work counts at the node's speed; without it,
-        at this host's. The median repetition's ms; the fastest is kept for cpu_dilation."""
+        at this host's. The median repetition's ms, and the fastest (for cpu_dilation)."""
         times = measure(seconds=1.0, warmup_s=0.5, clock=time.thread_time)
         ms = round(statistics.median(times) * 1000, 2)
-        self.host_cpu_fastest_ms = min(times) * 1000
         ref = self.gpu_node_cpu_ms
         note = f"host CPU {ms:.1f} ms per repetition {when}"
         if ref:
@@ -156,7 +155,7 @@ class EmulatedServer:
                 note += (f": this host runs {ms / ref:.2f}x slower now and --cores is off, so "
                          f"TTFT and CPU-bound steps read high")
         print(f"[revati bench] {note}", flush=True)
-        return ms
+        return ms, min(times) * 1000
 
     def cpu_dilation(self) -> dict[str, float | None]:
         """REVATI_CPU_DILATION for the engine (docs/timewarp.md, "GPU-driving threads"): the
@@ -194,7 +193,8 @@ class EmulatedServer:
         self.log.unlink(missing_ok=True)
         start_notices()
         self.cores = host_cores() if self.opts.cores is None else self.opts.cores
-        self.host_cpu_ms_before = self.host_cpu("before the engine starts")
+        self.host_cpu_ms_before, self.host_cpu_fastest_ms = self.host_cpu(
+            "before the engine starts")
         self.dilation = self.cpu_dilation()
         wall0 = time.monotonic()
         self.dep = Deployment(self.cores,
@@ -323,7 +323,7 @@ class EmulatedServer:
         end = self.predictor_totals()
         raw = json.loads((out / RAW_RESULT).read_text())
         summary = summarise(raw, time.monotonic() - wall0, self.num_gpu_blocks)
-        after = self.host_cpu("after the load")
+        after, _ = self.host_cpu("after the load")
         summary["measured_wall_s"] = measured_wall_s(raw, self.dep.clock)
         summary["predictor_measured"] = predictor_summary(
             {k: end[k] - start.totals.get(k, 0) for k in end}) if start.totals is not None else None
