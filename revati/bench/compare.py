@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 from revati.bench.errors import BenchError
@@ -51,7 +52,24 @@ def recorded_requests(real: dict) -> list[datasets.Request]:
     return [datasets.Request(t - t0, i, o) for t, i, o in zip(starts, ins, outs, strict=True)]
 
 
-def compare(real: dict, emulated: dict) -> list[dict]:
+# pNN_ttft_ms, pNN_itl_ms: percentiles of the per-sample lists a detailed result holds
+PERCENTILE = re.compile(r"p(\d+(?:\.\d+)?)_(ttft|itl)_ms")
+
+
+def samples_ms(result: dict, kind: str) -> list[float]:
+    """A detailed result's TTFT of each request, or every inter-token latency, in ms."""
+    if kind == "ttft":
+        return [t * 1e3 for t in result.get("ttfts") or []]
+    return [t * 1e3 for gaps in result.get("itls") or [] for t in gaps]
+
+
+def compare(real: dict, emulated: dict, detailed: dict | None = None) -> list[dict]:
+    """Each metric both sides report, with its relative error. With the emulated run's
+    detailed result, a percentile row also gets `emulated_share`: the share of the emulated
+    samples at or below the real percentile. SLO goodput counts samples under a threshold, and
+    where the samples cluster (ITLs of decode-only steps, of steps with one prefill chunk, of
+    steps with several) a percentile that falls between clusters moves by tens of percent for
+    a few samples more or less above it; the share says how many."""
     keys = [k for k in HEADLINE if k in real and k in emulated]
     keys += sorted(k for k in real if k in emulated and k not in keys and k not in NOT_COMPARED
                    and isinstance(real[k], (int, float)) and isinstance(emulated[k], (int, float))
@@ -59,16 +77,23 @@ def compare(real: dict, emulated: dict) -> list[dict]:
     rows = []
     for k in keys:
         r, e = float(real[k]), float(emulated[k])
-        rows.append({"metric": k, "real": r, "emulated": e,
-                     "rel_error": (e - r) / r if r else None})
+        row = {"metric": k, "real": r, "emulated": e, "rel_error": (e - r) / r if r else None}
+        match = PERCENTILE.fullmatch(k)
+        samples = samples_ms(detailed, match[2]) if detailed and match else []
+        if samples:
+            row["emulated_share"] = sum(x <= r for x in samples) / len(samples)
+        rows.append(row)
     return rows
 
 
 def render(rows: list[dict]) -> str:
-    lines = ["| metric | real | emulated | error |", "|---|---:|---:|---:|"]
+    lines = ["| metric | real | emulated | error | emulated at or below real |",
+             "|---|---:|---:|---:|---:|"]
     for row in rows:
         err = "n/a" if row["rel_error"] is None else f"{row['rel_error'] * 100:+.1f} %"
-        lines.append(f"| {row['metric']} | {row['real']:.2f} | {row['emulated']:.2f} | {err} |")
+        share = f"{row['emulated_share'] * 100:.1f} %" if "emulated_share" in row else ""
+        lines.append(f"| {row['metric']} | {row['real']:.2f} | {row['emulated']:.2f} | {err} "
+                     f"| {share} |")
     return "\n".join(lines)
 
 
@@ -83,7 +108,7 @@ def validate(real_path: Path, opts: BenchOptions) -> tuple[list[dict], dict]:
     raw = json.loads((opts.out / "vllm_bench.json").read_text())
     if raw["input_lens"] != real["input_lens"] or raw["output_lens"] != real["output_lens"]:
         raise BenchError("the emulated run did not send the same requests as the real one")
-    rows = compare(real, emulated)
+    rows = compare(real, emulated, raw)
     report = {"real": str(real_path), "requests": len(requests),
               "real_request_rate": real.get("request_rate"), "rows": rows,
               "emulated_wall_s": emulated["wall_s"],

@@ -59,3 +59,21 @@ def test_comparison_covers_every_shared_metric_with_its_error() -> None:
     assert rows["mean_ttft_ms"]["rel_error"] == pytest.approx(0.05)
     assert rows["mean_tpot_ms"]["rel_error"] == pytest.approx(-0.1)
     assert "| mean_ttft_ms | 20.00 | 21.00 | +5.0 % |" in render(list(rows.values()))
+
+
+def test_a_percentile_row_says_how_many_emulated_samples_lie_at_or_below_the_real_one() -> None:
+    """ITLs cluster by the kind of step; a p99 between two clusters reads far off for a few
+    samples more or fewer in the upper one, which the share shows."""
+    real = {"p99_itl_ms": 84.0, "p50_ttft_ms": 30.0, "p99_tpot_ms": 9.0, "mean_itl_ms": 8.0}
+    itls = [[0.007] * 98 + [0.05], [0.095]]        # 100 gaps: 98 decode, one 50 ms, one 95 ms
+    detailed = {"itls": itls, "ttfts": [0.02, 0.03, 0.04, 0.05]}
+    emulated = {"p99_itl_ms": 50.5, "p50_ttft_ms": 35.0, "p99_tpot_ms": 9.0, "mean_itl_ms": 8.1}
+    rows = {r["metric"]: r for r in compare(real, emulated, detailed)}
+    assert rows["p99_itl_ms"]["rel_error"] == pytest.approx(50.5 / 84 - 1)
+    assert rows["p99_itl_ms"]["emulated_share"] == pytest.approx(0.99)
+    assert rows["p50_ttft_ms"]["emulated_share"] == pytest.approx(0.5)
+    # no samples behind TPOT percentiles or means in a detailed result: no share
+    assert "emulated_share" not in rows["p99_tpot_ms"]
+    assert "emulated_share" not in rows["mean_itl_ms"]
+    assert "| p99_itl_ms | 84.00 | 50.50 | -39.9 % | 99.0 % |" in render(list(rows.values()))
+    assert "emulated_share" not in compare(real, emulated)[0]
