@@ -19,10 +19,11 @@ from pathlib import Path
 
 from revati.cache import CACHE_DIR
 from revati.device.env import emulated_device_env
+from revati.device.spec import load_spec
 from revati.native import NativeNotBuilt
 from revati.timewarp.native import time_shim_path
 from revati.timewarp.server import RemoteTimekeeper
-from revati.timewarp.timekeeper import Timekeeper
+from revati.timewarp.timekeeper import Contention, Timekeeper
 from revati.timewarp.trace import merge_trace
 from revati.timewarp.tree import ProcessTree
 
@@ -80,6 +81,15 @@ def start_notices() -> None:
     NOTICES.write_text("")
 
 
+def log_rate(c: Contention, node_cpu_ms: float | None) -> None:
+    """The rate applied while CPU work ran, as `revati bench` records it in summary.json."""
+    speed = (f"the GPU node's speed ({node_cpu_ms} ms for revati.hostspeed there)"
+             if node_cpu_ms else "this host's speed")
+    log.info("CPU work counted at %s: %.3f real s became %.3f virtual s, rate %.3f-%.3f, "
+             "host factor %.3f-%.3f (mean %.3f)", speed, c.cpu_real_s, c.cpu_virtual_s,
+             c.rate_min, c.rate_max, c.host_min, c.host_max, c.host_mean)
+
+
 def run(opts: RunOptions) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="revati-run-"))
     extra_env = dict(opts.extra_env)
@@ -98,8 +108,11 @@ def run(opts: RunOptions) -> int:
             raise RunError(str(e)) from e
     else:
         trace_dir = Path(tempfile.mkdtemp(prefix="revati-trace-")) if opts.trace else None
+        # CPU work counts at the emulated GPU node's speed, as under `revati bench`
+        # (docs/timewarp.md, "One rate for CPU work"); without hardware, at this host's
+        node_cpu_ms = load_spec(opts.hardware).host_cpu_ms if opts.hardware else None
         tk = Timekeeper(trace_dir=trace_dir, deadlock_timeout_s=opts.deadlock_timeout_s,
-                        cores=opts.cores)
+                        cores=opts.cores, node_cpu_ms=node_cpu_ms)
     forwarded: list[int] = []
     signalled_at: list[float] = []
     child = -1
@@ -157,6 +170,8 @@ def run(opts: RunOptions) -> int:
     finally:
         if status is None and tree is not None:
             tree.kill_all()
+        if isinstance(tk, Timekeeper) and opts.cores:
+            log_rate(tk.contention(), node_cpu_ms)
         tk.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         for s, h in old.items():

@@ -6,6 +6,7 @@ of its own; and at the GPU node's speed over this host's."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 
 from revati.bench.deployment import Deployment
 from revati.bench.results import clock_rates
+from revati.device.spec import load_spec
 from revati.hostspeed import repetition
 from revati.timewarp.runner import emulated_env
 from revati.timewarp.timekeeper import host_cores, parse_cores
@@ -176,10 +178,26 @@ def _gpu_and_plain(script: str, dilation: str = "0.5") -> dict[str, float]:
     plain = BUSY.replace("str(time.monotonic() - v0)", "'plain ' + str(time.monotonic() - v0)")
     script = (script.replace("PLAIN", f"{sys.executable} -c \"{plain}\"")
               .replace("GPU", f"{sys.executable} {PROGRAMS / 'gpu_spin.py'} {CPU_S}"))
-    r = revati_run(["bash", "-c", script], run_opts=["--cores", "auto", "--hardware", "h200_sxm"],
+    r = revati_run(["bash", "-c", script],
+                   run_opts=["--cores", "auto", "--hardware", "h200_sxm", "--log-level", "info"],
                    env=os.environ | {"REVATI_CPU_DILATION": dilation})
     assert r.returncode == 0, r.stderr
-    return {k: float(v) for k, v in (line.split() for line in r.stdout.splitlines())}
+    out = {k: float(v) for k, v in (line.split() for line in r.stdout.splitlines())}
+    # the speed applied: the H200 node's over this host's, as the run's last line says
+    rate = re.search(r"CPU work counted at the GPU node's speed \((\S+) ms .* host factor "
+                     r"(\S+)-(\S+) \(mean", r.stderr)
+    assert rate, r.stderr[-2000:]
+    out["node_ms"], out["host_min"], out["host_max"] = map(float, rate.groups())
+    return out
+
+
+def test_revati_run_counts_cpu_work_at_the_emulated_nodes_speed() -> None:
+    """`revati run --hardware --cores` counts CPU work at the spec's node speed, as `revati
+    bench` does (it used to count it at this host's): a process spinning for CPU_S of its
+    CPU time alone reads CPU_S times the host factor the run reports."""
+    t = _gpu_and_plain("PLAIN")
+    assert t["node_ms"] == load_spec("h200_sxm").host_cpu_ms
+    assert 0.8 * t["host_min"] * CPU_S < t["plain"] < 1.25 * t["host_max"] * CPU_S, t
 
 
 def test_a_gpu_driving_thread_counts_its_cpu_at_its_own_factor() -> None:
@@ -201,7 +219,7 @@ def test_a_gpu_driving_thread_pays_a_factor_above_one_ahead_of_the_clock() -> No
     t = _gpu_and_plain("GPU; PLAIN", dilation="2")
     # 2.0 here quiet
     assert 1.5 * t["plain"] < t["gpu"] < 2.6 * t["plain"], t
-    # each 2 ms stretch owes 2 ms (revati run counts at this host's speed): a wait once the
+    # each 2 ms stretch owes 2 ms times the host factor: a wait once the
     # lag passes 5 ms is one every third stretch, 83; a wait at every stretch (as sleeping the
     # debt did) 250
     debt_s = t["gpu"] - t["plain"]
@@ -214,4 +232,4 @@ def test_a_cpu_factor_never_shortens_another_threads_work() -> None:
     t = _gpu_and_plain("GPU & PLAIN; wait")
     # 1.00 here quiet; the GPU thread's factor applied to it would read 0.5 (the share's
     # correction reads down to 0.8 on a loaded host: test_cpu_work_costs_its_own_cpu_time...)
-    assert t["plain"] >= 0.7 * CPU_S, t
+    assert t["plain"] >= 0.7 * t["host_min"] * CPU_S, t
