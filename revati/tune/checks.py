@@ -129,6 +129,7 @@ def check_config(cfg: Any, space: SearchSpace) -> None:
         if OmegaConf.select(cfg, key) is not None:
             _positive(cfg, key, int)
     _positive(cfg, "workload.request_rate", (int, float), allow_inf=True)
+    _positive(cfg, "trial.repeats", int)
     if cfg.trial.get("max_wall_min") is not None:
         _positive(cfg, "trial.max_wall_min", (int, float))
     make_pruner(cfg.sweep)  # raises on a pruner that cannot work for this sweep

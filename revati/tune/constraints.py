@@ -111,7 +111,7 @@ _PAR = ("parallelism.tensor_parallel_size", "parallelism.pipeline_parallel_size"
 CONSTRAINTS = {
     "gpu_budget": Constraint(gpu_budget, (*_PAR, "parallelism.max_gpus")),
     "wall_time": Constraint(wall_time, (*_PAR, "parallelism.host_cores", "trial.max_wall_min",
-                                        "workload", "model")),
+                                        "trial.repeats", "workload", "model")),
     "tp_divides_heads": Constraint(tp_divides_heads, (_PAR[0], "model")),
     "pp_divides_layers": Constraint(pp_divides_layers, (_PAR[1], "model")),
     "fits_in_memory": Constraint(fits_in_memory, (*_PAR, "model", "hardware", "engine")),

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,24 @@ def trial_metrics(cfg: Any, summary: dict[str, Any],
     if cores and runnable is not None:
         metrics["runnable_per_core"] = runnable / cores
     return metrics
+
+
+def combine_repeats(runs: list[dict[str, float]], spread: Iterable[str]) -> dict[str, float]:
+    """A configuration's metrics over its repeated loads (trial.repeats, docs/tune.md,
+    "Repeated loads"): the median of each metric every load has, and for the `spread` metrics
+    (the objectives and the report's key metrics) the lowest and highest as NAME_min and
+    NAME_max, so that a ranking shows which of its differences lie within the run-to-run
+    spread."""
+    if len(runs) == 1:
+        return runs[0]
+    keys = [k for k in runs[0] if all(k in r for r in runs[1:])]
+    out = {k: float(statistics.median(r[k] for r in runs)) for k in keys}
+    for k in dict.fromkeys(spread):
+        if k in out:
+            out[f"{k}_min"] = min(r[k] for r in runs)
+            out[f"{k}_max"] = max(r[k] for r in runs)
+    out["repeats"] = float(len(runs))
+    return out
 
 
 def objective_values(metrics: dict[str, float], objectives: Any) -> list[float]:

@@ -52,11 +52,48 @@ def _ranked(study: optuna.Study, objectives: Any) -> pd.DataFrame:
     extra = [m for m in KEY_METRICS if m not in names]
     rows = [{"trial": t.number, "pareto": t.number in front, "config": _params(t),
              **dict(zip(names, t.values, strict=True)),
+             **{f"{m} range": _range(t, m) for m in names},
              **{m: t.user_attrs.get("metrics", {}).get(m) for m in extra}} for t in done]
     df = pd.DataFrame(rows).dropna(axis="columns", how="all")
     first = objectives[0]
     return df.sort_values(["pareto", first.metric],
                           ascending=[False, first.direction == "minimize"]).head(TOP)
+
+
+def _bounds(trial: optuna.trial.FrozenTrial, metric: str) -> tuple[float, float] | None:
+    """A metric's lowest and highest over the trial's repeated loads (metrics.combine_repeats),
+    or None for a trial of one load."""
+    metrics = trial.user_attrs.get("metrics", {})
+    low, high = metrics.get(f"{metric}_min"), metrics.get(f"{metric}_max")
+    return None if low is None or high is None else (low, high)
+
+
+def _range(trial: optuna.trial.FrozenTrial, metric: str) -> str | None:
+    bounds = _bounds(trial, metric)
+    return None if bounds is None else f"{bounds[0]:.4g}-{bounds[1]:.4g}"
+
+
+def _within_first(study: optuna.Study, ranked: pd.DataFrame, metric: str) -> str | None:
+    """Said under the ranking when repeated loads ran: which trials' ranges of the first
+    objective overlap the first row's, so that the host's run-to-run spread does not
+    separate them from it."""
+    if len(ranked) < 2:
+        return None
+    trials = {t.number: t for t in study.trials}
+    first = _bounds(trials[int(ranked["trial"].iloc[0])], metric)
+    if first is None:
+        return None
+    close = [int(n) for n in ranked["trial"].iloc[1:]
+             if (b := _bounds(trials[int(n)], metric)) and b[0] <= first[1] and first[0] <= b[1]]
+    repeats = int(trials[int(ranked["trial"].iloc[0])].user_attrs["metrics"]["repeats"])
+    if not close:
+        return (f"Over {repeats} loads each, no other ranked trial's {metric} range overlaps "
+                f"the first row's.")
+    which = (f"range of trial {close[0]} overlaps" if len(close) == 1 else
+             f"ranges of trials {', '.join(map(str, close))} overlap")
+    return (f"Over {repeats} loads each, the {metric} {which} the first row's (trial "
+            f"{int(ranked['trial'].iloc[0])}): this host's run-to-run spread does not separate "
+            f"{'it' if len(close) == 1 else 'them'} from it (docs/tune.md, \"Repeated loads\").")
 
 
 # A failed trial without a reason: Optuna failed it when the sweep resumed, finding no
@@ -120,6 +157,8 @@ def build_report(study: optuna.Study, objectives: Any, out_dir: Path) -> Report:
     ranked = _ranked(study, objectives)
     lines.append("## Best configurations")
     lines.append(ranked.to_string(index=False) if len(ranked) else "none: no trial completed")
+    if spread := _within_first(study, ranked, objectives[0].metric):
+        lines += ["", spread]
     if "runnable_per_core" in ranked and (ranked["runnable_per_core"] > 1).any():
         lines += ["", OVERSUBSCRIBED]
     for title, state, attr in (("Infeasible configurations (pruned before launch)",

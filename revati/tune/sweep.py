@@ -11,6 +11,7 @@ Every trial is also an MLflow child run of the sweep's parent run.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import time
@@ -30,10 +31,10 @@ from revati.bench.server import EmulatedServer
 from revati.tune.checks import check_config
 from revati.tune.constraints import first_violation
 from revati.tune.errors import ConfigError
-from revati.tune.metrics import objective_values, read_requests, trial_metrics
+from revati.tune.metrics import combine_repeats, objective_values, read_requests, trial_metrics
 from revati.tune.plots import latency_cdf
 from revati.tune.pruning import LoadReports, make_pruner
-from revati.tune.report import Report, build_report, point_label
+from revati.tune.report import KEY_METRICS, Report, build_report, point_label
 from revati.tune.space import SearchSpace, load_space, sampler_kind, with_params
 from revati.tune.tracking import SweepTracker, flat_params
 from revati.tune.trial import SharedEngine, TrialError, bench_options, engine_key, run_trial
@@ -56,6 +57,13 @@ def make_sampler(cfg: Any, space: SearchSpace, seed: int) -> optuna.samplers.Bas
 def trial_budget(cfg: Any, space: SearchSpace) -> int:
     """The study's total number of trials (check_config() made sure it is defined)."""
     return cfg.sweep.n_trials if cfg.sweep.n_trials is not None else space.grid_size()
+
+
+def _in_folder(cfg: DictConfig, out_dir: Path) -> DictConfig:
+    """A copy of cfg whose load writes its results to out_dir (trial.out_dir)."""
+    cfg = copy.deepcopy(cfg)
+    OmegaConf.update(cfg, "trial.out_dir", str(out_dir), force_add=True)
+    return cfg
 
 
 class Objective:
@@ -83,9 +91,18 @@ class Objective:
             def watch(server: EmulatedServer) -> LoadReports:
                 return LoadReports(trial, cfg, server.port, server.dep.virtual_s)
         try:
-            summary = run_trial(cfg, self.engines, watch)
-            requests = read_requests(out_dir)
-            metrics = trial_metrics(cfg, summary, requests)
+            runs, requests = [], None
+            for n in range(cfg.trial.repeats):
+                # the first load in the trial's folder, the others in repeat-N/ within it;
+                # the pruner watches the first (a trial it stops runs no more)
+                load_cfg = cfg if n == 0 else _in_folder(cfg, out_dir / f"repeat-{n + 1}")
+                summary = run_trial(load_cfg, self.engines, None if n else watch)
+                load_requests = read_requests(Path(load_cfg.trial.out_dir))
+                runs.append(trial_metrics(load_cfg, summary, load_requests))
+                if n == 0:
+                    requests = load_requests  # the latency CDF's
+            spread = [o.metric for o in cfg.sweep.objectives] + list(KEY_METRICS)
+            metrics = combine_repeats(runs, spread)
             values = objective_values(metrics, cfg.sweep.objectives)
         except optuna.TrialPruned as exc:
             trial.set_user_attr("stopped_early", str(exc))

@@ -7,11 +7,12 @@ than this host has cores runs slower in real time. The sweep prints each trial's
 and the total before it starts, and `trial.max_wall_min` skips layouts whose estimate exceeds
 it.
 
-The estimate is start-up plus load, each stretched by the processes that compete for the
-cores, from runs on the 2-core development VM: vLLM's start-up took ~60 s for Llama-3.1-8B
-(32 layers) at TP 1 and ~150 s for a 70B shape (80 layers) at TP 2, which gives 33 s plus
-0.83 s a layer with a core per process; at TP 1 the measured requests ran at 0.7-1.0x their
-virtual duration (docs/limits.md). A planning figure, good to a factor of about two.
+The estimate is start-up plus load (once per trial.repeats), each stretched by the processes
+that compete for the cores, from runs on the 2-core development VM: vLLM's start-up took
+~60 s for Llama-3.1-8B (32 layers) at TP 1 and ~150 s for a 70B shape (80 layers) at TP 2,
+which gives 33 s plus 0.83 s a layer with a core per process; at TP 1 the measured requests
+ran at 0.7-1.0x their virtual duration (docs/limits.md). A planning figure, good to a factor
+of about two.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def estimate_wall_s(cfg: Any, started: bool = False) -> float:
     stretch = max(1.0, (gpus + 1) / max(1, par.host_cores))
     layers = cfg.model.config.num_hidden_layers
     start = 0.0 if started else (START_BASE_S + START_PER_LAYER_S * layers) * stretch
-    return start + CLIENT_S + load_virtual_s(cfg.workload) * stretch
+    load = CLIENT_S + load_virtual_s(cfg.workload) * stretch
+    return start + load * cfg.trial.repeats
 
 
 def minutes(seconds: float) -> str:

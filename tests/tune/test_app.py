@@ -40,6 +40,7 @@ FAILING_ENGINE = "engine.extra_args=[--no-such-vllm-flag]"
       "parallelism.host_cores=2", "trial.max_wall_min=1"], "exceeds trial.max_wall_min=1"),
     (["+model=llama8b", "trial.max_wall_min=0"], "trial.max_wall_min=0 must be a positive"),
     (["+model=llama8b", "trial.share_engine=maybe"], "trial.share_engine='maybe' must be true"),
+    (["+model=llama8b", "trial.repeats=0"], "trial.repeats=0 must be a positive integer"),
     (["+model=llama8b", "workload=azure_conv", "workload.trace=nope.csv"],
      "workload.trace: trace nope.csv does not exist (shipped traces: azure_conv_2023)"),
     (["+model=llama8b", "workload=azure_conv", "workload.trace=bad.csv"],

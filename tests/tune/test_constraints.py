@@ -143,6 +143,10 @@ def test_a_sweep_over_the_load_alone_pays_one_engine_start(make_cfg, capsys, sha
     assert ("one engine, started once" in capsys.readouterr().out) == share
     seqs = space_of("seqs", {"params": {"scheduler.max_num_seqs": {"choices": [16, 32]}}})
     assert sum(plan(cfg, seqs, 2, set()).values()) == pytest.approx(2 * estimate_wall_s(cfg))
+    # trial.repeats: each trial runs its load that many times on one engine start
+    load = estimate_wall_s(cfg, started=True)
+    OmegaConf.update(cfg, "trial.repeats", 3)
+    assert estimate_wall_s(cfg) == pytest.approx(start + 3 * load)
 
 
 def test_a_resumed_plan_says_why_a_finished_point_was_skipped(make_cfg, capsys):

@@ -6,7 +6,13 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from revati.tune.metrics import is_known_metric, objective_values, read_requests, trial_metrics
+from revati.tune.metrics import (
+    combine_repeats,
+    is_known_metric,
+    objective_values,
+    read_requests,
+    trial_metrics,
+)
 from revati.tune.trial import TrialError
 
 SUMMARY = {"duration": 10.0, "completed": 4, "output_throughput": 400.0,
@@ -68,3 +74,16 @@ def test_nan_objective_fails(make_cfg):
                                         ("throughput", False)])
 def test_known_metrics(name, known):
     assert is_known_metric(name) is known
+
+
+def test_repeated_loads_give_medians_and_the_spread_of_what_the_ranking_shows():
+    """trial.repeats: each metric every load has becomes its median; the objectives and key
+    metrics also keep their lowest and highest; a metric one load lacks is left out."""
+    runs = [{"mean_ttft_ms": 30.0, "output_throughput": 900.0, "wall_s": 50.0},
+            {"mean_ttft_ms": 42.0, "output_throughput": 910.0, "wall_s": 52.0},
+            {"mean_ttft_ms": 33.0, "output_throughput": 880.0}]
+    out = combine_repeats(runs, ["mean_ttft_ms", "output_throughput", "goodput"])
+    assert out == {"mean_ttft_ms": 33.0, "output_throughput": 900.0, "repeats": 3.0,
+                   "mean_ttft_ms_min": 30.0, "mean_ttft_ms_max": 42.0,
+                   "output_throughput_min": 880.0, "output_throughput_max": 910.0}
+    assert combine_repeats(runs[:1], ["mean_ttft_ms"]) == runs[0]

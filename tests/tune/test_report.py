@@ -130,3 +130,25 @@ def test_plot_points_are_labelled_with_their_configuration():
                         "parallelism.pipeline_parallel_size": 4}) == "TP2 PP4"
     assert point_label({"scheduler.max_num_seqs": 64, "workload.request_rate": 8.0,
                         "scheduler.policy": "fcfs"}) == "seqs=64 rate=8 policy=fcfs"
+
+
+def test_repeated_loads_show_ranges_and_which_trials_the_spread_does_not_separate(tmp_path):
+    """trial.repeats > 1: the ranking gives each objective's range over the loads and says
+    which trials' ranges of the first objective overlap the first row's."""
+    study = optuna.create_study(directions=["maximize"], study_name="repeats")
+    for rate, (low, mid, high) in ((1.0, (90.0, 100.0, 104.0)), (2.0, (101.0, 103.0, 110.0)),
+                                   (4.0, (60.0, 70.0, 80.0))):
+        study.add_trial(create_trial(
+            params={"workload.request_rate": rate}, distributions=RATE, values=[mid],
+            user_attrs={"metrics": {"output_throughput": mid, "output_throughput_min": low,
+                                    "output_throughput_max": high, "repeats": 3.0}}))
+    objective = OmegaConf.create([{"metric": "output_throughput", "direction": "maximize"}])
+    text = build_report(study, objective, tmp_path).text
+    best = text.split("## Best configurations")[1].split("##")[0].strip().splitlines()
+    assert "output_throughput range" in best[0]
+    assert [row.split()[0] for row in best[1:4]] == ["1", "0", "2"]
+    assert "101-110" in best[1] and "60-80" in best[3]
+    assert ("Over 3 loads each, the output_throughput range of trial 0 overlaps the first "
+            "row's (trial 1)") in text
+    # one load per trial: no ranges, nothing said
+    assert "range" not in build_report(_study(), OBJECTIVES, tmp_path).text

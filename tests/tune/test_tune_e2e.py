@@ -29,7 +29,10 @@ ARGS = ["+model=llama3_8b", "sweep=tp_pp", "parallelism.max_gpus=1",
 
 
 def test_sweep_with_a_real_trial_is_tracked_and_resumes(run_tune, tmp_path):
-    first = run_tune(tmp_path, *ARGS, timeout=2400)
+    """With trial.repeats=2 the trial runs its load twice on its engine: its metrics are the
+    two loads' medians with the objective's and key metrics' lowest and highest."""
+    args = [*ARGS, "trial.repeats=2"]
+    first = run_tune(tmp_path, *args, timeout=2400)
     assert first.returncode == 0, first.stderr[-3000:]
     [storage] = tmp_path.glob("outputs/revati-tune/*/optuna.db")
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
@@ -61,8 +64,20 @@ def test_sweep_with_a_real_trial_is_tracked_and_resumes(run_tune, tmp_path):
     summary = json.loads(open(client.download_artifacts(ran.info.run_id, "summary.json",
                                                         str(tmp_path))).read())
     assert summary["completed"] == 10
+    [trial] = tmp_path.glob(f"outputs/revati-tune/*/trials/trial-{done[0].number:04d}")
+    second = json.loads((trial / "repeat-2" / "summary.json").read_text())
+    assert second["completed"] == 10 and "started for an earlier trial" in (
+        trial / "repeat-2" / "bench.log").read_text()
+    loads = [summary["mean_tpot_ms"], second["mean_tpot_ms"]]
+    assert metrics["repeats"] == 2
+    assert metrics["mean_tpot_ms"] == pytest.approx(sum(loads) / 2)
+    assert (metrics["mean_tpot_ms_min"], metrics["mean_tpot_ms_max"]) == (min(loads), max(loads))
+    assert metrics["goodput_per_gpu_min"] <= metrics["goodput_per_gpu"] <= metrics[
+        "goodput_per_gpu_max"]
+    report = next(tmp_path.glob("outputs/revati-tune/*/report.md")).read_text()
+    assert "goodput_per_gpu range" in report
 
-    again = run_tune(tmp_path, *ARGS, timeout=600)
+    again = run_tune(tmp_path, *args, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{storage}")
     assert len(study.trials) == 12  # nothing repeated
