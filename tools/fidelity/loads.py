@@ -1,18 +1,21 @@
 """The README's fidelity table for one engine: the four Llama-3.1-8B loads of
-docs/validation.md replayed through `revati validate` against their real H200 runs, one run
-each on this host, printed as a markdown table of errors (emulated against real). With
---hardware h100, vLLM's four loads against real runs on an H100, emulated as one.
+docs/validation.md replayed through `revati validate` against their real H200 runs on this
+host, printed as a markdown table of errors (emulated against real): with --repeat N, the
+median of N runs per load with their range. With --hardware h100, vLLM's four loads against
+real runs on an H100, emulated as one.
 
     PYTHONPATH=. .venv/bin/python tools/fidelity/loads.py --engine vllm|sglang --out OUT \
-        [--hardware h200|h100] [--cpu-dilation auto|off|F]
+        [--hardware h200|h100] [--cpu-dilation auto|off|F] [--repeat N]
 
-Runs are kept in OUT/<load>/ and reused (replay.py), so an interrupted script resumes; run it
-on a quiet host and give `python -m revati.hostspeed` beside the table.
+Runs are kept in OUT/<load>/ (and OUT/<load>_1/, ... for the repeats, as knobs.py names them)
+and reused (replay.py), so an interrupted script resumes; run it on a quiet host and give
+`python -m revati.hostspeed` beside the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -47,14 +50,23 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--cpu-dilation", default="auto", metavar="auto|off|F",
                    help="revati validate's --cpu-dilation (docs/timewarp.md)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per load (median, range)")
     args = p.parse_args()
     if (args.engine, args.hardware) not in REAL:
         p.error(f"no real {args.engine} runs on the {args.hardware} to replay")
+    if args.repeat < 1:
+        p.error(f"--repeat {args.repeat}: at least one run per load")
     print(f"| load | {' | '.join(COLUMNS)} |\n|---|{'---:|' * len(COLUMNS)}")
     for load, real in REAL[args.engine, args.hardware].items():
-        got = replay(real, args.out / load, ["--cpu-dilation", args.cpu_dilation],
-                     engine=args.engine, metrics=COLUMNS, hardware=args.hardware)
-        cells = [f"{(e / r - 1) * 100:+.1f} %" for r, e in (got[m] for m in COLUMNS)]
+        runs = [replay(real, args.out / (load + (f"_{i}" if i else "")),
+                       ["--cpu-dilation", args.cpu_dilation], engine=args.engine,
+                       metrics=COLUMNS, hardware=args.hardware) for i in range(args.repeat)]
+        cells = []
+        for m in COLUMNS:
+            errors = [(got[m][1] / got[m][0] - 1) * 100 for got in runs]
+            cell = f"{statistics.median(errors):+.1f} %"
+            cells.append(cell if len(runs) == 1 else
+                         f"{cell} [{min(errors):+.1f}, {max(errors):+.1f}]")
         print(f"| {load} | {' | '.join(cells)} |", flush=True)
     return 0
 
