@@ -219,9 +219,9 @@ def test_a_gpu_driving_thread_pays_a_factor_above_one_ahead_of_the_clock() -> No
     t = _gpu_and_plain("GPU; PLAIN", dilation="2")
     # 2.0 here quiet
     assert 1.5 * t["plain"] < t["gpu"] < 2.6 * t["plain"], t
-    # each 2 ms stretch owes 2 ms times the host factor: a wait once the
-    # lag passes 5 ms is one every third stretch, 83; a wait at every stretch (as sleeping the
-    # debt did) 250
+    # each 2 ms stretch owes 2 ms times the host factor: a wait once the lag passes 5 ms is
+    # one every third stretch, 83 at factor 1; a wait at every stretch (as sleeping the debt
+    # did) 250
     debt_s = t["gpu"] - t["plain"]
     assert t["waits"] <= debt_s / 0.005 + 15, t
 
