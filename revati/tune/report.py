@@ -93,7 +93,8 @@ def _within_first(study: optuna.Study, ranked: pd.DataFrame, metric: str) -> str
              f"ranges of trials {', '.join(map(str, close))} overlap")
     return (f"Over {repeats} loads each, the {metric} {which} the first row's (trial "
             f"{int(ranked['trial'].iloc[0])}): this host's run-to-run spread does not separate "
-            f"{'it' if len(close) == 1 else 'them'} from it (docs/tune.md, \"Repeated loads\").")
+            f"{'it' if len(close) == 1 else 'them'} from that row (docs/tune.md, \"Repeated "
+            f"loads\").")
 
 
 # A failed trial without a reason: Optuna failed it when the sweep resumed, finding no

@@ -149,6 +149,7 @@ def test_repeated_loads_show_ranges_and_which_trials_the_spread_does_not_separat
     assert [row.split()[0] for row in best[1:4]] == ["1", "0", "2"]
     assert "101-110" in best[1] and "60-80" in best[3]
     assert ("Over 3 loads each, the output_throughput range of trial 0 overlaps the first "
-            "row's (trial 1)") in text
+            "row's (trial 1): this host's run-to-run spread does not separate it from that "
+            "row") in text
     # one load per trial: no ranges, nothing said
     assert "range" not in build_report(_study(), OBJECTIVES, tmp_path).text
