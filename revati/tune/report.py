@@ -80,19 +80,20 @@ def _within_first(study: optuna.Study, ranked: pd.DataFrame, metric: str) -> str
     if len(ranked) < 2:
         return None
     trials = {t.number: t for t in study.trials}
-    first = _bounds(trials[int(ranked["trial"].iloc[0])], metric)
+    top, *others = (trials[int(n)] for n in ranked["trial"])
+    first = _bounds(top, metric)
     if first is None:
         return None
-    close = [int(n) for n in ranked["trial"].iloc[1:]
-             if (b := _bounds(trials[int(n)], metric)) and b[0] <= first[1] and first[0] <= b[1]]
-    repeats = int(trials[int(ranked["trial"].iloc[0])].user_attrs["metrics"]["repeats"])
+    close = [t.number for t in others
+             if (b := _bounds(t, metric)) and b[0] <= first[1] and first[0] <= b[1]]
+    repeats = int(top.user_attrs["metrics"]["repeats"])
     if not close:
         return (f"Over {repeats} loads each, no other ranked trial's {metric} range overlaps "
                 f"the first row's.")
     which = (f"range of trial {close[0]} overlaps" if len(close) == 1 else
              f"ranges of trials {', '.join(map(str, close))} overlap")
     return (f"Over {repeats} loads each, the {metric} {which} the first row's (trial "
-            f"{int(ranked['trial'].iloc[0])}): this host's run-to-run spread does not separate "
+            f"{top.number}): this host's run-to-run spread does not separate "
             f"{'it' if len(close) == 1 else 'them'} from that row (docs/tune.md, \"Repeated "
             f"loads\").")
 
