@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from replay import METRICS, VLLM_KNOBS, replay
+from replay import METRICS, VLLM_KNOBS, replay, run_folders
 
 REAL = VLLM_KNOBS
 SETTINGS = ("default", "mnbt2048", "mnbt4096", "mnbt16384", "seqs64", "seqs32")
@@ -58,8 +58,7 @@ def main() -> int:
     for load in loads:
         cells = {}
         for s in settings:
-            runs = [run(s, load, args.out / (f"{s}_{load}" + (f"_{i}" if i else "")))
-                    for i in range(args.repeat)]
+            runs = [run(s, load, out) for out in run_folders(args.out, f"{s}_{load}", args.repeat)]
             cells[s] = {m: (runs[0][m][0], statistics.median(r[m][1] for r in runs))
                         for m, _ in METRICS}
         print(f"\n## {load}\n\n| setting | " + " | ".join(

@@ -7,7 +7,7 @@ real runs on an H100, emulated as one.
     PYTHONPATH=. .venv/bin/python tools/fidelity/loads.py --engine vllm|sglang --out OUT \
         [--hardware h200|h100] [--cpu-dilation auto|off|F] [--repeat N]
 
-Runs are kept in OUT/<load>/ (and OUT/<load>_1/, ... for the repeats, as knobs.py names them)
+Runs are kept in OUT/<load>/ (and OUT/<load>_1/, ... for the repeats: replay.run_folders)
 and reused (replay.py), so an interrupted script resumes; run it on a quiet host and give
 `python -m revati.hostspeed` beside the table.
 """
@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from replay import SGLANG_LLAMA, VLLM_LLAMA, replay
+from replay import SGLANG_LLAMA, VLLM_LLAMA, replay, run_folders
 
 # (engine, GPU) -> load -> the real run it replays (validation/README.md)
 VLLM_H100 = VLLM_LLAMA / "2026-12-06-real-h100"
@@ -58,9 +58,9 @@ def main() -> int:
         p.error(f"--repeat {args.repeat}: at least one run per load")
     print(f"| load | {' | '.join(COLUMNS)} |\n|---|{'---:|' * len(COLUMNS)}")
     for load, real in REAL[args.engine, args.hardware].items():
-        runs = [replay(real, args.out / (load + (f"_{i}" if i else "")),
-                       ["--cpu-dilation", args.cpu_dilation], engine=args.engine,
-                       metrics=COLUMNS, hardware=args.hardware) for i in range(args.repeat)]
+        runs = [replay(real, out, ["--cpu-dilation", args.cpu_dilation], engine=args.engine,
+                       metrics=COLUMNS, hardware=args.hardware)
+                for out in run_folders(args.out, load, args.repeat)]
         cells = []
         for m in COLUMNS:
             errors = [(got[m][1] / got[m][0] - 1) * 100 for got in runs]

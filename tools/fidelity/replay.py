@@ -29,6 +29,11 @@ METRICS = (("mean_ttft_ms", "TTFT ms"), ("mean_tpot_ms", "TPOT ms"),
            ("output_throughput", "tok/s"))
 
 
+def run_folders(out: Path, name: str, runs: int) -> list[Path]:
+    """Where `runs` runs of one cell are kept: OUT/NAME, then OUT/NAME_1, OUT/NAME_2, ..."""
+    return [out / (name + (f"_{i}" if i else "")) for i in range(runs)]
+
+
 def replay(real: Path, out: Path, bench_args: Sequence[str] = (),
            engine_args: Sequence[str] = (), prefix: Sequence[str] = (), engine: str = "vllm",
            metrics: Sequence[str] = tuple(m for m, _ in METRICS), model: str = REAL_MODEL,
